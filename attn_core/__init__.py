@@ -1,0 +1,47 @@
+"""attn_core: the small, verified attention package behind the attn-notebooks series.
+
+One concept per module:
+
+- ``attention``  scaled dot-product attention (grouped-query, masks, dropout)
+- ``masks``      boolean mask factories (True = may attend) and converters
+- ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention
+- ``kv_cache``   KVCache for token-by-token decoding
+- ``plotting``   one heatmap helper for every attention array
+- ``widgets``    ipywidgets explorers (pure render functions + controls)
+"""
+
+from attn_core.attention import scaled_dot_product_attention
+from attn_core.kv_cache import KVCache
+from attn_core.layers import GroupedQueryAttention, MultiHeadAttention, MultiQueryAttention
+from attn_core.masks import (
+    causal_mask,
+    mask_from_additive,
+    mask_from_blocked,
+    mask_from_float,
+    mask_to_additive,
+    mask_to_blocked,
+    padding_mask,
+    prefix_lm_mask,
+    sliding_window_mask,
+)
+from attn_core.plotting import plot_attention
+
+__all__ = [
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "padding_mask",
+    "sliding_window_mask",
+    "prefix_lm_mask",
+    "mask_from_float",
+    "mask_from_blocked",
+    "mask_from_additive",
+    "mask_to_blocked",
+    "mask_to_additive",
+    "MultiHeadAttention",
+    "MultiQueryAttention",
+    "GroupedQueryAttention",
+    "KVCache",
+    "plot_attention",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,148 @@
+"""Scaled dot-product attention, the one kernel every layer in this package uses.
+
+softmax(Q Kᵀ · scale) V, with grouped-query sharing of key/value heads, boolean
+masks (True = may attend), inverted dropout on the weights, and rows whose keys
+are all masked returning zeros instead of NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attn_core.masks import causal_mask, check_mask
+
+__all__ = ["scaled_dot_product_attention", "check_qkv", "check_dropout_p"]
+
+
+def check_dropout_p(dropout_p: float) -> None:
+    """Raise ValueError unless ``0 <= dropout_p < 1``."""
+    if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
+        raise ValueError(
+            f"dropout_p must be a number in [0, 1), got {dropout_p!r}. "
+            "It is the probability of zeroing each attention weight; p=1 would zero them all."
+        )
+
+
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
+    """Validate q/k/v shapes for attention; return the query heads per kv head (the group size).
+
+    q ``(..., Hq, Lq, D)``, k ``(..., Hkv, Lk, D)``, v ``(..., Hkv, Lk, Dv)``.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}.")
+        if t.ndim < 3:
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)}; attention needs at least 3 dims "
+                f"(..., heads, length, dim). For a single sequence use {name}.unsqueeze(0)."
+            )
+    if not (q.ndim == k.ndim == v.ndim):
+        raise ValueError(
+            f"q, k, v must have the same number of dims, got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}, v {tuple(v.shape)}."
+        )
+    if q.shape[:-3] != k.shape[:-3] or k.shape[:-3] != v.shape[:-3]:
+        raise ValueError(
+            f"q, k, v must share their batch dims (all but the last three), got "
+            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}."
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same feature dim (last dim) to take dot products: "
+            f"q {tuple(q.shape)} has {q.shape[-1]}, k {tuple(k.shape)} has {k.shape[-1]}."
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same length (dim -2): one value per key. "
+            f"Got k {tuple(k.shape)} with {k.shape[-2]} keys, v {tuple(v.shape)} with {v.shape[-2]}."
+        )
+    if k.shape[-3] != v.shape[-3]:
+        raise ValueError(
+            f"k and v must have the same number of heads (dim -3), got k {tuple(k.shape)} "
+            f"and v {tuple(v.shape)}."
+        )
+    num_heads, num_kv_heads = q.shape[-3], k.shape[-3]
+    if num_kv_heads == 0 or num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"query heads ({num_heads}, q dim -3) must be a multiple of key/value heads "
+            f"({num_kv_heads}, k dim -3): each kv head serves a whole group of query heads. "
+            f"Choose num_kv_heads among the divisors of {num_heads}."
+        )
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(
+            f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}; cast with .to(q.dtype)."
+        )
+    return num_heads // num_kv_heads
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention with the weights returned.
+
+    Args:
+        q: ``(..., Hq, Lq, D)`` queries.
+        k: ``(..., Hkv, Lk, D)`` keys; ``Hq`` must be a multiple of ``Hkv``. Query head
+            ``h`` uses kv head ``h // (Hq // Hkv)`` (the grouping of ``repeat_interleave``).
+        v: ``(..., Hkv, Lk, Dv)`` values.
+        mask: boolean, ``True`` = may attend, broadcastable to ``(..., Hq, Lq, Lk)``.
+        is_causal: AND the mask with ``causal_mask(Lq, Lk)``. Note the alignment is
+            bottom-right (the last query sees every key), which is what decoding with a KV
+            cache needs; ``F.scaled_dot_product_attention(is_causal=True)`` aligns top-left,
+            and the two differ only when ``Lq != Lk``.
+        scale: multiplies ``Q Kᵀ``; defaults to ``1 / sqrt(D)``.
+        dropout_p: inverted dropout on the weights whenever ``> 0`` (layers pass 0 in eval).
+
+    Returns:
+        ``(output (..., Hq, Lq, Dv), weights (..., Hq, Lq, Lk))``. ``weights`` are the ones
+        multiplied with ``v`` (after dropout), so ``output == weights @ v`` with kv heads
+        expanded. A query whose keys are all masked gets zero weights and a zero output.
+        fp16/bf16 inputs take the softmax in float32 and return their own dtype.
+    """
+    group = check_qkv(q, k, v)
+    check_dropout_p(dropout_p)
+    *batch, num_heads, q_len, head_dim = q.shape
+    num_kv_heads, k_len, v_dim = k.shape[-3], k.shape[-2], v.shape[-1]
+    weights_shape = (*batch, num_heads, q_len, k_len)
+
+    if mask is not None:
+        check_mask(mask, weights_shape)
+    if is_causal:
+        causal = causal_mask(q_len, k_len, device=q.device)  # (Lq, Lk)
+        mask = causal if mask is None else mask & causal
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
+
+    # Grouped-query form: the `group` query heads that share a kv head are stacked along
+    # the length axis, so each kv head meets its whole group in one ordinary batched matmul.
+    # K and V are read once and never copied per query head (no repeat_interleave).
+    q_grouped = q.reshape(*batch, num_kv_heads, group * q_len, head_dim)  # (..., Hkv, G·Lq, D)
+    scores = q_grouped @ k.transpose(-2, -1)  # (..., Hkv, G·Lq, Lk)
+    scores = scores.view(weights_shape)  # (..., Hq, Lq, Lk): head h = kv_head·G + g
+    # Softmax in float32 for half-precision inputs; float64 stays float64.
+    compute_dtype = torch.promote_types(scores.dtype, torch.float32)
+    scores = scores.to(compute_dtype) * scale  # (..., Hq, Lq, Lk)
+
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (..., Hq, Lq, Lk)
+    if mask is not None:
+        # A fully masked row is softmax(all -inf) = NaN; it attends to nothing, so zeros.
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout_p > 0.0:
+        weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
+    weights = weights.to(q.dtype)  # (..., Hq, Lq, Lk)
+
+    weights_grouped = weights.reshape(*batch, num_kv_heads, group * q_len, k_len)  # (..., Hkv, G·Lq, Lk)
+    output = weights_grouped @ v  # (..., Hkv, G·Lq, Dv)
+    output = output.view(*batch, num_heads, q_len, v_dim)  # (..., Hq, Lq, Dv)
+    return output, weights

@@ -1,0 +1,130 @@
+"""Attention layers: one grouped-query implementation, with MHA and MQA as its two ends.
+
+===========================  ================  ===============================
+layer                        ``num_kv_heads``  keys/values per token (cached)
+===========================  ================  ===============================
+``MultiHeadAttention``       ``num_heads``     one per query head
+``GroupedQueryAttention``    a divisor          one per group of query heads
+``MultiQueryAttention``      ``1``             one, shared by every query head
+===========================  ================  ===============================
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attn_core.attention import check_dropout_p, scaled_dot_product_attention
+from attn_core.kv_cache import KVCache
+
+__all__ = ["GroupedQueryAttention", "MultiHeadAttention", "MultiQueryAttention"]
+
+
+class GroupedQueryAttention(nn.Module):
+    """Grouped-query attention: ``num_heads`` query heads share ``num_kv_heads`` key/value heads.
+
+    Query head ``h`` uses kv head ``h // (num_heads // num_kv_heads)``.
+
+    ``forward(x, context=None, mask=None, *, is_causal=False, cache=None)``:
+        x ``(B, Lq, hidden_dim)``; context ``(B, Lk, hidden_dim)`` for cross-attention
+        (keys/values from ``context``); mask boolean, True = may attend, broadcastable to
+        ``(B, num_heads, Lq, Lk)``; ``cache`` a :class:`KVCache` that this call appends its
+        keys/values to and attends over. Returns ``(out (B, Lq, hidden_dim),
+        weights (B, num_heads, Lq, Lk))``; dropout hits the weights in training mode only.
+    """
+
+    def __init__(self, hidden_dim: int, num_heads: int, num_kv_heads: int, *, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        for name, value in (("hidden_dim", hidden_dim), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        if hidden_dim % num_heads != 0:
+            raise ValueError(
+                f"hidden_dim ({hidden_dim}) must be divisible by num_heads ({num_heads}) so every head "
+                f"gets head_dim = hidden_dim / num_heads features. Try num_heads in "
+                f"{[h for h in range(1, min(hidden_dim, 64) + 1) if hidden_dim % h == 0]}."
+            )
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(
+                f"num_heads ({num_heads}) must be divisible by num_kv_heads ({num_kv_heads}) so every "
+                f"kv head serves the same number of query heads. Try num_kv_heads in "
+                f"{[g for g in range(1, num_heads + 1) if num_heads % g == 0]}."
+            )
+        check_dropout_p(dropout)
+        self.hidden_dim = hidden_dim
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = hidden_dim // num_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(hidden_dim, num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(hidden_dim, num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(hidden_dim, num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(num_heads * self.head_dim, hidden_dim, bias=bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"hidden_dim={self.hidden_dim}, num_heads={self.num_heads}, "
+            f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, dropout={self.dropout}"
+        )
+
+    def _check_input(self, name: str, t: torch.Tensor) -> None:
+        if not isinstance(t, torch.Tensor) or t.ndim != 3 or t.shape[-1] != self.hidden_dim:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(
+                f"{name} must have shape (batch, seq_len, hidden_dim={self.hidden_dim}), got {shape}. "
+                "For one unbatched sequence use .unsqueeze(0)."
+            )
+
+    def _split_heads(self, t: torch.Tensor, heads: int) -> torch.Tensor:
+        batch, length, _ = t.shape
+        return t.view(batch, length, heads, self.head_dim).transpose(1, 2)  # (B, heads, L, head_dim)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self._check_input("x", x)
+        source = x if context is None else context
+        if context is not None:
+            self._check_input("context", context)
+            if context.shape[0] != x.shape[0]:
+                raise ValueError(f"x and context must have the same batch size, got {x.shape[0]} and {context.shape[0]}.")
+            if cache is not None:
+                raise ValueError(
+                    "cache= appends this call's keys/values, which for cross-attention would re-append the "
+                    "same context every step. Compute the context's keys/values once instead."
+                )
+        batch, q_len, _ = x.shape
+
+        q = self._split_heads(self.q_proj(x), self.num_heads)  # (B, H, Lq, head_dim)
+        k = self._split_heads(self.k_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
+        v = self._split_heads(self.v_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, Hkv, T, head_dim): everything cached so far
+
+        dropout_p = self.dropout if self.training else 0.0
+        out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p)
+        # out (B, H, Lq, head_dim), weights (B, H, Lq, Lk)
+        out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.head_dim)  # (B, Lq, hidden)
+        return self.o_proj(out), weights  # (B, Lq, hidden), (B, H, Lq, Lk)
+
+
+class MultiHeadAttention(GroupedQueryAttention):
+    """Multi-head attention (Vaswani et al. 2017): every query head has its own keys and values.
+    Grouped-query attention with ``num_kv_heads == num_heads``."""
+
+    def __init__(self, hidden_dim: int, num_heads: int, *, dropout: float = 0.0, bias: bool = True):
+        super().__init__(hidden_dim, num_heads, num_heads, dropout=dropout, bias=bias)
+
+
+class MultiQueryAttention(GroupedQueryAttention):
+    """Multi-query attention (Shazeer 2019): all query heads share one key head and one value head.
+    Grouped-query attention with ``num_kv_heads == 1``."""
+
+    def __init__(self, hidden_dim: int, num_heads: int, *, dropout: float = 0.0, bias: bool = True):
+        super().__init__(hidden_dim, num_heads, 1, dropout=dropout, bias=bias)

@@ -1,0 +1,161 @@
+"""Attention masks: small boolean factories that compose with ``&`` and ``|``.
+
+The one convention in this package: a mask is a ``torch.bool`` tensor and
+``True`` means *this query may attend to this key*, exactly as the boolean
+``attn_mask`` of ``torch.nn.functional.scaled_dot_product_attention``.
+
+Other APIs use other conventions; convert explicitly at the boundary:
+
+=============================================  ==================  ==========================
+API                                            blocked is          convert to ours
+=============================================  ==================  ==========================
+``F.scaled_dot_product_attention`` (bool)      ``False``           already ours
+``nn.MultiheadAttention`` ``attn_mask`` (bool)  ``True``            ``mask_from_blocked(m)``
+Hugging Face ``attention_mask`` (per token)    ``0``               ``mask_from_float(m)``
+Keras ``MultiHeadAttention``                   ``0`` / ``False``   ``mask_from_float(m)``
+TF tutorial ``logits += mask * -1e9``          ``1``               ``mask_from_blocked(m)``
+additive float masks (``0`` / ``-inf``)        ``-inf``            ``mask_from_additive(m)``
+=============================================  ==================  ==========================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "causal_mask",
+    "padding_mask",
+    "sliding_window_mask",
+    "prefix_lm_mask",
+    "mask_from_float",
+    "mask_from_blocked",
+    "mask_from_additive",
+    "mask_to_blocked",
+    "mask_to_additive",
+    "check_mask",
+]
+
+
+def _check_length(name: str, value: int, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}.")
+    return value
+
+
+def causal_mask(q_len: int, k_len: int | None = None, *, device=None) -> torch.Tensor:
+    """Boolean ``(q_len, k_len)``: query ``i`` may attend to keys ``0 .. i + (k_len - q_len)``.
+
+    Aligned to the bottom-right: the last query sees every key. With a KV cache the
+    queries are the *newest* ``q_len`` tokens of a ``k_len``-token sequence, so this is
+    the mask decoding needs. ``F.scaled_dot_product_attention(is_causal=True)`` aligns
+    to the top-left instead (query ``i`` sees keys ``0 .. i``); the two agree only when
+    ``q_len == k_len``. When ``k_len < q_len`` the first ``q_len - k_len`` queries see no
+    key at all (attention returns zeros for them).
+    """
+    _check_length("q_len", q_len)
+    k_len = q_len if k_len is None else _check_length("k_len", k_len)
+    query = torch.arange(q_len, device=device).unsqueeze(-1)  # (Lq, 1)
+    key = torch.arange(k_len, device=device)  # (Lk,)
+    return key <= query + (k_len - q_len)  # (Lq, Lk)
+
+
+def sliding_window_mask(q_len: int, window: int, k_len: int | None = None, *, device=None) -> torch.Tensor:
+    """Causal (bottom-right) mask where each query sees only its ``window`` most recent keys,
+    itself included. Boolean ``(q_len, k_len)``."""
+    _check_length("window", window, minimum=1)
+    k_len = q_len if k_len is None else _check_length("k_len", k_len)
+    causal = causal_mask(q_len, k_len, device=device)  # (Lq, Lk)
+    query = torch.arange(q_len, device=device).unsqueeze(-1) + (k_len - q_len)  # (Lq, 1) position in keys
+    key = torch.arange(k_len, device=device)  # (Lk,)
+    return causal & (key > query - window)  # (Lq, Lk)
+
+
+def prefix_lm_mask(seq_len: int, prefix_len: int, *, device=None) -> torch.Tensor:
+    """Prefix-LM: the first ``prefix_len`` tokens see each other both ways, the rest are causal.
+    Boolean ``(seq_len, seq_len)``; it is ``causal | key_in_prefix``."""
+    _check_length("seq_len", seq_len)
+    _check_length("prefix_len", prefix_len)
+    if prefix_len > seq_len:
+        raise ValueError(f"prefix_len ({prefix_len}) cannot exceed seq_len ({seq_len}).")
+    key_in_prefix = torch.arange(seq_len, device=device) < prefix_len  # (L,)
+    return causal_mask(seq_len, device=device) | key_in_prefix  # (L, L)
+
+
+def padding_mask(lengths: Sequence[int] | torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """Boolean ``(B, 1, 1, max_len)``, True on real tokens, False on padding.
+
+    The two singleton dims broadcast over heads and queries, so the result can be
+    passed straight to attention or combined with a causal mask: ``padding & causal``.
+    """
+    lengths = torch.as_tensor(lengths)
+    if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(
+            f"lengths must be a 1-D sequence of ints (one per batch row), got {lengths.dtype} "
+            f"with shape {tuple(lengths.shape)}."
+        )
+    if (lengths < 0).any():
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}.")
+    longest = int(lengths.max()) if lengths.numel() else 0
+    max_len = longest if max_len is None else _check_length("max_len", max_len)
+    if longest > max_len:
+        raise ValueError(f"a length ({longest}) exceeds max_len ({max_len}); raise max_len or truncate.")
+    positions = torch.arange(max_len, device=lengths.device)  # (L,)
+    real = positions < lengths.unsqueeze(-1)  # (B, L)
+    return real[:, None, None, :]  # (B, 1, 1, L)
+
+
+def check_mask(mask: torch.Tensor, weights_shape: Sequence[int]) -> None:
+    """Raise a clear error unless ``mask`` is boolean and broadcasts to ``weights_shape``."""
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a boolean torch.Tensor (True = may attend), got {type(mask).__name__}.")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"mask has dtype {mask.dtype}, but attn_core masks are boolean with True = may attend "
+            "(the convention of F.scaled_dot_product_attention). Convert explicitly: "
+            "a 0/1 mask with 1 = attend (Hugging Face, Keras, the seed notes) -> mask_from_float(m) "
+            "or m.bool(); a mask with True/1 = blocked (nn.MultiheadAttention, the TF tutorial) -> "
+            "mask_from_blocked(m); an additive mask of 0 / -inf -> mask_from_additive(m)."
+        )
+    weights_shape = tuple(weights_shape)
+    try:
+        broadcast = torch.broadcast_shapes(tuple(mask.shape), weights_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != weights_shape:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the attention weights "
+            f"{weights_shape} (..., heads, q_len, k_len). Use (q_len, k_len) for one mask for all, "
+            "(B, 1, 1, k_len) for per-sequence padding (padding_mask), or (B, 1, q_len, k_len) "
+            "for per-sequence masks shared by all heads."
+        )
+
+
+def mask_from_float(mask: torch.Tensor) -> torch.Tensor:
+    """0/1 mask with 1 = attend (Hugging Face, Keras, the seed notes' ``mask == 0`` code) -> ours."""
+    return torch.as_tensor(mask) != 0
+
+
+def mask_from_blocked(mask: torch.Tensor) -> torch.Tensor:
+    """Mask with True/1 = blocked (``nn.MultiheadAttention``, the TF tutorial) -> ours."""
+    return torch.as_tensor(mask) == 0
+
+
+def mask_from_additive(mask: torch.Tensor) -> torch.Tensor:
+    """Additive float mask (0 = attend, ``-inf`` or a large negative = blocked) -> ours."""
+    mask = torch.as_tensor(mask)
+    if (mask > 0).any():
+        raise ValueError("an additive mask holds 0 (attend) and negative values (blocked); found positive values.")
+    return mask == 0
+
+
+def mask_to_blocked(mask: torch.Tensor) -> torch.Tensor:
+    """Ours -> True = blocked, for ``nn.MultiheadAttention``'s ``attn_mask``/``key_padding_mask``."""
+    return ~mask
+
+
+def mask_to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Ours -> additive float mask: 0 where attending, ``-inf`` where blocked."""
+    additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return additive.masked_fill(~mask, float("-inf"))
