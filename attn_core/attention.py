@@ -60,8 +60,7 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
         )
     if k.shape[-3] != v.shape[-3]:
         raise ValueError(
-            f"k and v must have the same number of heads (dim -3), got k {tuple(k.shape)} "
-            f"and v {tuple(v.shape)}."
+            f"k and v must have the same number of heads (dim -3), got k {tuple(k.shape)} and v {tuple(v.shape)}."
         )
     num_heads, num_kv_heads = q.shape[-3], k.shape[-3]
     if num_kv_heads == 0 or num_heads % num_kv_heads != 0:
@@ -71,9 +70,7 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
             f"Choose num_kv_heads among the divisors of {num_heads}."
         )
     if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(
-            f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}; cast with .to(q.dtype)."
-        )
+        raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}; cast with .to(q.dtype).")
     return num_heads // num_kv_heads
 
 
@@ -133,11 +130,16 @@ def scaled_dot_product_attention(
     scores = scores.to(compute_dtype) * scale  # (..., Hq, Lq, Lk)
 
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        # The most negative finite number, not -inf: exp() of it is exactly 0 next to any real
+        # score, and a fully masked row gives a uniform row instead of softmax(all -inf) = NaN.
+        # In place: `scores` is our own fresh tensor and the multiply's backward does not need it.
+        scores.masked_fill_(~mask, torch.finfo(compute_dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., Hq, Lq, Lk)
     if mask is not None:
-        # A fully masked row is softmax(all -inf) = NaN; it attends to nothing, so zeros.
-        weights = weights.masked_fill(~mask, 0.0)
+        attends_somewhere = mask.any(dim=-1, keepdim=True)  # (..., Lq, 1), broadcast shape
+        if not attends_somewhere.all():
+            # A query with no visible key attends to nothing: zero weights, zero output.
+            weights = weights.masked_fill(~attends_somewhere, 0.0)
     if dropout_p > 0.0:
         weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
     weights = weights.to(q.dtype)  # (..., Hq, Lq, Lk)

@@ -86,7 +86,11 @@ class KVCache:
         else:
             expected_k = (*self._keys.shape[:2], "n", self._keys.shape[-1])
             expected_v = (*self._values.shape[:2], "n", self._values.shape[-1])
-            if keys.shape[:2] != self._keys.shape[:2] or keys.shape[-1] != self._keys.shape[-1] or values.shape[-1] != self._values.shape[-1]:
+            if (
+                keys.shape[:2] != self._keys.shape[:2]
+                or keys.shape[-1] != self._keys.shape[-1]
+                or values.shape[-1] != self._values.shape[-1]
+            ):
                 raise ValueError(
                     f"this cache holds keys {expected_k} and values {expected_v}; got keys "
                     f"{tuple(keys.shape)} and values {tuple(values.shape)}. Use one cache per layer "

@@ -93,7 +93,9 @@ class GroupedQueryAttention(nn.Module):
         if context is not None:
             self._check_input("context", context)
             if context.shape[0] != x.shape[0]:
-                raise ValueError(f"x and context must have the same batch size, got {x.shape[0]} and {context.shape[0]}.")
+                raise ValueError(
+                    f"x and context must have the same batch size, got {x.shape[0]} and {context.shape[0]}."
+                )
             if cache is not None:
                 raise ValueError(
                     "cache= appends this call's keys/values, which for cross-attention would re-append the "

@@ -1,0 +1,94 @@
+"""How fast is attn_core? Ratios against references measured in the same run.
+
+1. ``ac.scaled_dot_product_attention`` (the teaching kernel: materialises the weights and
+   returns them) against ``torch.nn.functional.scaled_dot_product_attention`` (torch's
+   fused kernel), B=1, 8 heads, D=64, L in {128, 512, 2048}, with and without causal.
+2. Explorer render time (parameters -> Figure -> PNG bytes, what a slider move costs in
+   Python), median over 20 redraws.
+
+Run: ``python benchmarks/bench_sdpa_and_render.py`` (about a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import attn_core as ac  # noqa: E402
+from attn_core import widgets  # noqa: E402
+
+
+def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_kernels() -> None:
+    print("\n## ac.scaled_dot_product_attention vs F.scaled_dot_product_attention")
+    print("B=1, heads=8, D=64, float32; medians; ratio = ours / torch (lower is better)\n")
+    print("| L | causal | torch fused (ms) | attn_core (ms) | ratio |")
+    print("|---:|:---:|---:|---:|---:|")
+    torch.manual_seed(0)
+    for length in (128, 512, 2048):
+        q, k, v = (torch.randn(1, 8, length, 64) for _ in range(3))  # (B, H, L, D)
+        repeats = 30 if length < 2048 else 8
+        for causal in (False, True):
+            args = (q, k, v)
+            with torch.inference_mode():
+                reference = median_seconds(
+                    lambda a=args, c=causal: F.scaled_dot_product_attention(*a, is_causal=c), repeats
+                )
+                ours = median_seconds(
+                    lambda a=args, c=causal: ac.scaled_dot_product_attention(*a, is_causal=c), repeats
+                )
+            row = f"| {length} | {'yes' if causal else 'no'} | {reference * 1e3:.2f} | {ours * 1e3:.2f} |"
+            print(f"{row} {ours / reference:.1f}× |")
+
+
+RENDER_CASES = [
+    ("temperature (01): 1 map, L=8", dict(seq_len=8, head_dim=64)),
+    ("same with values printed", dict(seq_len=8, head_dim=64, values=True)),
+    ("1 map, L=64", dict(seq_len=64)),
+    ("masks (05): causal+dropout, L=8", dict(seq_len=8, mask_kind="causal", dropout_p=0.2)),
+    ("heads (02): 4-head grid, L=8", dict(seq_len=8, num_heads=4)),
+    ("gqa (04): 8 heads / 2 kv, L=6", dict(seq_len=6, num_heads=8, num_kv_heads=2)),
+    ("8-head grid, L=64", dict(seq_len=64, num_heads=8)),
+]
+
+
+def bench_render() -> None:
+    print("\n## Explorer render time: parameters -> Figure -> PNG bytes, median of 20 redraws\n")
+    print("| explorer view | median (ms) |")
+    print("|---|---:|")
+    for name, params in RENDER_CASES:
+        seconds = median_seconds(lambda params=params: widgets.figure_png(widgets.render_attention(**params)), 20)
+        print(f"| {name} | {seconds * 1e3:.0f} |")
+
+
+def main() -> None:
+    print("# attn_core benchmarks")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; python {platform.python_version()}; "
+        f"torch {torch.__version__}; torch threads {torch.get_num_threads()}"
+    )
+    bench_kernels()
+    bench_render()
+
+
+if __name__ == "__main__":
+    main()
