@@ -192,7 +192,8 @@ def explain_attention(**overrides) -> str:
             f"head h reads kv head h // {group}; same colour = same keys and values."
         )
     if p["dropout_p"] > 0:
-        zeroed = ((weights == 0) & (demo_attention(**{**overrides, "dropout_p": 0.0}) > 0)).float().mean()
+        live = demo_attention(**{**overrides, "dropout_p": 0.0}) > 0  # weights dropout could hit
+        zeroed = ((weights == 0) & live).sum() / live.sum()
         parts.append(
             f"dropout p={p['dropout_p']:g}: {zeroed:.0%} of the weights were zeroed and the rest scaled by "
             f"1/(1-p) = {1 / (1 - p['dropout_p']):.2f}, so rows no longer sum to exactly 1."
