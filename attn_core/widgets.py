@@ -365,4 +365,13 @@ def mask_explorer(**fixed) -> Explorer:
         "seed": w.IntSlider(description="seed", value=0, min=0, max=20, style=style),
         "font_scale": w.FloatSlider(description="font", value=1.0, min=0.8, max=2.5, step=0.1, style=style),
     }
+    uses = {"window": ("sliding window",), "padding": ("padding", "causal + padding"), "prefix_len": ("prefix-LM",)}
+
+    def enable_relevant(_=None):
+        # Grey out the sliders the chosen mask ignores, so a learner sees which one matters.
+        for name, kinds in uses.items():
+            controls[name].disabled = controls["mask_kind"].value not in kinds
+
+    enable_relevant()
+    controls["mask_kind"].observe(enable_relevant, names="value")
     return Explorer("masks", controls, fixed)
