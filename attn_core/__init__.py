@@ -8,6 +8,7 @@ One concept per module:
 - ``kv_cache``   KVCache for token-by-token decoding
 - ``plotting``   one heatmap helper for every attention array
 - ``widgets``    ipywidgets explorers (pure render functions + controls)
+- ``exercises``  the ``check_…`` functions behind the notebooks' exercises
 """
 
 from attn_core.attention import scaled_dot_product_attention
