@@ -135,7 +135,8 @@ def plot_attention(
     panel_w = panel_size
     panel_h = panel_size * min(max(q_len / max(k_len, 1), 0.5), 2.0)
     has_titles = titles is not None or len(panels) > 1 or num_kv_heads is not None
-    title_h = fontsize * 1.7 / 72 if has_titles else 0.0
+    title_gap = 0.05  # inches between a panel and its title
+    title_h = title_gap + fontsize * 1.05 * 1.35 / 72 if has_titles else 0.0
     gap_w, gap_h = 0.15, 0.15 + title_h
     left = _text_inches(query_labels, fontsize, q_len) + fontsize * 1.8 / 72
     bottom = _text_inches(key_labels, fontsize, k_len) + fontsize * 1.8 / 72
@@ -171,7 +172,7 @@ def plot_attention(
         if panel_title:
             ax.text(
                 x0 + (k_len - 1) / 2,
-                y0 - 0.5 - 0.15 * q_len / panel_h,
+                y0 - 0.5 - title_gap * q_len / panel_h,
                 panel_title,
                 ha="center",
                 va="bottom",
