@@ -47,6 +47,8 @@ SENTENCE = (
     "the quick brown fox jumps over the lazy dog because it wanted to see what was on the other side of the hill"
 ).split()
 
+_STYLE = {"description_width": "initial"}
+
 MASK_KINDS = ("none", "causal", "padding", "causal + padding", "sliding window", "prefix-LM")
 
 DEFAULTS = dict(
@@ -232,8 +234,26 @@ class Explorer:
         save_svg.on_click(lambda _: self.save("svg"))
         boxes = list(controls.values())
         rows = [widgets.HBox(boxes[i : i + 3]) for i in range(0, len(boxes), 3)]
+        # The same display row on every explorer: projector-sized figures, printed values, saving.
+        start = {name: self.fixed.get(name, DEFAULTS[name]) for name in ("panel_size", "font_scale", "values")}
+        display_controls = {
+            "panel_size": widgets.FloatSlider(
+                description="size", value=start["panel_size"], min=1.5, max=6.0, step=0.1, style=_STYLE
+            ),
+            "font_scale": widgets.FloatSlider(
+                description="font", value=start["font_scale"], min=0.8, max=2.5, step=0.1, style=_STYLE
+            ),
+            "values": widgets.Checkbox(description="print values", value=start["values"], style=_STYLE),
+        }
+        self.controls = controls = {**controls, **display_controls}
         self.widget = widgets.VBox(
-            [*rows, self.image, self.explanation, widgets.HBox([save_png, save_svg, self.status])],
+            [
+                *rows,
+                self.image,
+                self.explanation,
+                widgets.HBox([*display_controls.values()]),
+                widgets.HBox([save_png, save_svg, self.status]),
+            ],
             layout=widgets.Layout(border="1px solid #ddd", padding="6px"),
         )
         self.widget.add_class(f"attn-explorer-{name}")
@@ -295,15 +315,11 @@ def _head_selector(num_heads_control):
     return selector
 
 
-def _common_style():
-    return {"description_width": "initial"}
-
-
 def temperature_explorer(**fixed) -> Explorer:
     """01: how the key dimension, the 1/√d_k scale and a temperature sharpen or flatten softmax."""
     import ipywidgets as w
 
-    style = _common_style()
+    style = _STYLE
     controls = {
         "head_dim": w.Dropdown(description="d_k", options=[4, 16, 64, 256, 1024], value=64, style=style),
         "scaled": w.Checkbox(description="divide by √d_k", value=True, style=style),
@@ -320,7 +336,7 @@ def heads_explorer(**fixed) -> Explorer:
     """02: several heads on the same tokens, one at a time or as a grid."""
     import ipywidgets as w
 
-    style = _common_style()
+    style = _STYLE
     num_heads = w.Dropdown(description="heads", options=[1, 2, 4, 8], value=4, style=style)
     controls = {
         "num_heads": num_heads,
@@ -328,16 +344,15 @@ def heads_explorer(**fixed) -> Explorer:
         "seq_len": w.IntSlider(description="tokens", value=8, min=2, max=24, style=style),
         "mask_kind": w.Dropdown(description="mask", options=["none", "causal"], value="none", style=style),
         "seed": w.IntSlider(description="seed", value=0, min=0, max=20, style=style),
-        "panel_size": w.FloatSlider(description="size", value=2.4, min=1.5, max=6, step=0.1, style=style),
     }
-    return Explorer("heads", controls, fixed)
+    return Explorer("heads", controls, {"panel_size": 2.4, **fixed})
 
 
 def gqa_explorer(**fixed) -> Explorer:
     """03/04: move ``num_kv_heads`` and watch which query heads share keys/values (same colour)."""
     import ipywidgets as w
 
-    style = _common_style()
+    style = _STYLE
     num_heads = w.Dropdown(description="query heads", options=[4, 6, 8], value=8, style=style)
     controls = {
         "num_heads": num_heads,
@@ -345,16 +360,15 @@ def gqa_explorer(**fixed) -> Explorer:
         "head": _head_selector(num_heads),
         "seq_len": w.IntSlider(description="tokens", value=6, min=2, max=24, style=style),
         "seed": w.IntSlider(description="seed", value=0, min=0, max=20, style=style),
-        "panel_size": w.FloatSlider(description="size", value=2.0, min=1.5, max=6, step=0.1, style=style),
     }
-    return Explorer("gqa", controls, fixed)
+    return Explorer("gqa", controls, {"panel_size": 2.0, **fixed})
 
 
 def mask_explorer(**fixed) -> Explorer:
     """05: mask kinds, window, padding, prefix, dropout p and its seed."""
     import ipywidgets as w
 
-    style = _common_style()
+    style = _STYLE
     controls = {
         "mask_kind": w.Dropdown(description="mask", options=list(MASK_KINDS), value="causal", style=style),
         "seq_len": w.IntSlider(description="tokens", value=8, min=2, max=24, style=style),
@@ -363,7 +377,6 @@ def mask_explorer(**fixed) -> Explorer:
         "prefix_len": w.IntSlider(description="prefix", value=3, min=0, max=24, style=style),
         "dropout_p": w.FloatSlider(description="dropout p", value=0.0, min=0.0, max=0.9, step=0.05, style=style),
         "seed": w.IntSlider(description="seed", value=0, min=0, max=20, style=style),
-        "font_scale": w.FloatSlider(description="font", value=1.0, min=0.8, max=2.5, step=0.1, style=style),
     }
     uses = {"window": ("sliding window",), "padding": ("padding", "causal + padding"), "prefix_len": ("prefix-LM",)}
 
