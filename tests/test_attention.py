@@ -1,0 +1,404 @@
+"""scaled_dot_product_attention: agreement with torch, grouped-query semantics, masks, dtypes, dropout."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+import attn_core as ac
+
+F64 = torch.float64
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def randn(*shape: int, seed: int = 0, dtype: torch.dtype = F64) -> torch.Tensor:
+    """A reproducible standard-normal tensor."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=generator, dtype=dtype)
+
+
+def make_qkv(
+    batch: tuple[int, ...], hq: int, hkv: int, lq: int, lk: int, d: int, dv: int, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q (*batch, hq, lq, d), k (*batch, hkv, lk, d), v (*batch, hkv, lk, dv) in float64."""
+    q = randn(*batch, hq, lq, d, seed=seed)
+    k = randn(*batch, hkv, lk, d, seed=seed + 1)
+    v = randn(*batch, hkv, lk, dv, seed=seed + 2)
+    return q, k, v
+
+
+def random_mask(*shape: int, seed: int = 0, p_attend: float = 0.6, every_row_sees_a_key: bool = True) -> torch.Tensor:
+    """A random boolean mask (True = may attend); optionally key 0 is always visible."""
+    generator = torch.Generator().manual_seed(seed)
+    mask = torch.rand(*shape, generator=generator) < p_attend
+    if every_row_sees_a_key:
+        mask[..., 0] = True
+    return mask
+
+
+def expand_kv(t: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Give every query head its kv head: repeat_interleave over the head dim (-3)."""
+    return t.repeat_interleave(num_heads // t.shape[-3], dim=-3)
+
+
+def reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, scale: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Textbook attention on repeat_interleave-expanded kv heads; fully masked rows give zeros."""
+    k, v = expand_kv(k, q.shape[-3]), expand_kv(v, q.shape[-3])
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = torch.where(mask.any(dim=-1, keepdim=True), weights, torch.zeros_like(weights))
+    return weights @ v, weights
+
+
+def assert_close64(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """float64 reference comparison (well inside the 1e-5 budget)."""
+    torch.testing.assert_close(actual, expected, rtol=1e-9, atol=1e-10)
+
+
+# --------------------------------------------------------------------------- agreement with F.sdpa
+
+SHAPES = {
+    # name: (batch, hq, hkv, lq, lk, d, dv)
+    "4d-square": ((2,), 3, 3, 5, 5, 8, 8),
+    "4d-lq<lk": ((2,), 2, 2, 3, 7, 4, 4),
+    "4d-lq>lk": ((1,), 2, 2, 6, 2, 4, 4),
+    "dv!=d": ((2,), 2, 2, 4, 5, 6, 3),
+    "3d-inputs": ((), 4, 4, 5, 6, 8, 5),
+    "5d-inputs": ((2, 3), 2, 2, 3, 4, 4, 4),
+    "single-query-key": ((1,), 1, 1, 1, 1, 1, 1),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
+def test_matches_torch_sdpa_without_mask(shape):
+    """Unmasked attention equals F.scaled_dot_product_attention (3-D/4-D/5-D, Lq != Lk, Dv != D)."""
+    q, k, v = make_qkv(*shape)
+    out, weights = ac.scaled_dot_product_attention(q, k, v)
+    assert out.shape == (*q.shape[:-1], v.shape[-1])
+    assert weights.shape == (*q.shape[:-1], k.shape[-2])
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v))
+    assert_close64(weights, reference_attention(q, k, v)[1])
+
+
+MASK_SHAPES = {
+    "(Lk,)": lambda b, h, lq, lk: (lk,),
+    "(Lq,Lk)": lambda b, h, lq, lk: (lq, lk),
+    "(1,Lk)": lambda b, h, lq, lk: (1, lk),
+    "(H,1,Lk)": lambda b, h, lq, lk: (h, 1, lk),
+    "(B,1,1,Lk)": lambda b, h, lq, lk: (b, 1, 1, lk),
+    "(B,1,Lq,Lk)": lambda b, h, lq, lk: (b, 1, lq, lk),
+    "(1,H,Lq,Lk)": lambda b, h, lq, lk: (1, h, lq, lk),
+    "(B,H,Lq,Lk)": lambda b, h, lq, lk: (b, h, lq, lk),
+}
+
+
+@pytest.mark.parametrize("mask_shape", MASK_SHAPES.values(), ids=MASK_SHAPES.keys())
+def test_matches_torch_sdpa_with_broadcast_bool_mask(mask_shape):
+    """A boolean mask of any broadcastable shape gives the same result as F.sdpa's attn_mask."""
+    b, h, lq, lk = 2, 3, 4, 6
+    q, k, v = make_qkv((b,), h, h, lq, lk, 5, 7, seed=3)
+    mask = random_mask(*mask_shape(b, h, lq, lk), seed=4)
+    out, weights = ac.scaled_dot_product_attention(q, k, v, mask)
+    full_mask = mask.expand(b, h, lq, lk)  # F.sdpa rejects a 1-D mask; expanding changes no value
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v, attn_mask=full_mask))
+    assert_close64(weights, reference_attention(q, k, v, mask)[1])
+
+
+@pytest.mark.parametrize("scale", [0.05, 0.5, 1.0, 3.0])
+def test_matches_torch_sdpa_with_custom_scale(scale):
+    """`scale` multiplies Q Kᵀ exactly as F.sdpa's `scale` does."""
+    q, k, v = make_qkv((2,), 2, 2, 4, 5, 6, 6, seed=5)
+    mask = random_mask(4, 5, seed=6)
+    out, _ = ac.scaled_dot_product_attention(q, k, v, mask, scale=scale)
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale))
+
+
+def test_default_scale_is_inverse_sqrt_head_dim():
+    """scale=None equals scale=1/sqrt(D)."""
+    q, k, v = make_qkv((1,), 2, 2, 3, 4, 9, 4, seed=7)
+    default, _ = ac.scaled_dot_product_attention(q, k, v)
+    explicit, _ = ac.scaled_dot_product_attention(q, k, v, scale=1 / 3)
+    assert_close64(default, explicit)
+
+
+@pytest.mark.parametrize("length", [1, 2, 5, 8])
+def test_is_causal_square_matches_torch_is_causal(length):
+    """For Lq == Lk our bottom-right causal equals F.sdpa(is_causal=True) (top-left)."""
+    q, k, v = make_qkv((2,), 2, 2, length, length, 4, 3, seed=8)
+    out, _ = ac.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+@pytest.mark.parametrize(("q_len", "k_len"), [(1, 6), (3, 7), (4, 5)])
+def test_is_causal_rectangular_is_bottom_right(q_len, k_len):
+    """For Lq < Lk, is_causal equals F.sdpa with attn_mask=causal_mask(Lq, Lk) and differs from top-left."""
+    q, k, v = make_qkv((2,), 2, 2, q_len, k_len, 4, 3, seed=9)
+    out, _ = ac.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v, attn_mask=ac.causal_mask(q_len, k_len)))
+    top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert not torch.allclose(out, top_left)
+
+
+def test_is_causal_with_more_queries_than_keys_zeroes_the_blind_rows():
+    """For Lq > Lk the first Lq - Lk queries see no key: zero output; the rest match F.sdpa."""
+    q_len, k_len = 5, 3
+    q, k, v = make_qkv((2,), 2, 2, q_len, k_len, 4, 3, seed=10)
+    out, weights = ac.scaled_dot_product_attention(q, k, v, is_causal=True)
+    blind = q_len - k_len
+    assert torch.equal(out[..., :blind, :], torch.zeros_like(out[..., :blind, :]))
+    assert torch.equal(weights[..., :blind, :], torch.zeros_like(weights[..., :blind, :]))
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=ac.causal_mask(q_len, k_len))
+    assert_close64(out[..., blind:, :], expected[..., blind:, :])
+
+
+def test_is_causal_combines_with_a_mask_by_and():
+    """is_causal=True with a mask equals passing mask & causal_mask."""
+    q, k, v = make_qkv((2,), 3, 3, 4, 6, 5, 5, seed=11)
+    mask = random_mask(2, 1, 4, 6, seed=12, every_row_sees_a_key=False)
+    mask[..., 0] = True  # causal keeps key 0 for every query when Lq <= Lk
+    out, _ = ac.scaled_dot_product_attention(q, k, v, mask, is_causal=True)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask & ac.causal_mask(4, 6))
+    assert_close64(out, expected)
+
+
+GQA_HEADS = [(4, 2), (6, 3), (6, 2), (8, 1), (3, 3)]
+
+
+@pytest.mark.parametrize(("hq", "hkv"), GQA_HEADS)
+@pytest.mark.parametrize("batch", [(), (2,), (2, 2)], ids=["3d", "4d", "5d"])
+def test_gqa_matches_torch_enable_gqa(hq, hkv, batch):
+    """Grouped-query attention equals F.sdpa(enable_gqa=True), with and without a mask."""
+    q, k, v = make_qkv(batch, hq, hkv, 3, 5, 4, 6, seed=13)
+    out, _ = ac.scaled_dot_product_attention(q, k, v)
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    mask = random_mask(hq, 3, 5, seed=14)
+    out, _ = ac.scaled_dot_product_attention(q, k, v, mask)
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True))
+
+
+@pytest.mark.parametrize(("hq", "hkv"), GQA_HEADS)
+def test_gqa_grouping_equals_repeat_interleave(hq, hkv):
+    """Query head h uses kv head h // (Hq/Hkv): plain attention on repeat_interleave'd k/v."""
+    q, k, v = make_qkv((2,), hq, hkv, 4, 5, 3, 2, seed=15)
+    out, weights = ac.scaled_dot_product_attention(q, k, v)
+    plain_out, plain_weights = ac.scaled_dot_product_attention(q, expand_kv(k, hq), expand_kv(v, hq))
+    assert_close64(out, plain_out)
+    assert_close64(weights, plain_weights)
+
+
+def test_repeat_tiling_would_give_a_different_grouping():
+    """Sanity check: tiling kv heads with `repeat` (head h -> h % Hkv) is distinguishable from ours."""
+    hq, hkv = 6, 3
+    q, k, v = make_qkv((2,), hq, hkv, 4, 5, 3, 2, seed=16)
+    out, _ = ac.scaled_dot_product_attention(q, k, v)
+    tiled_k, tiled_v = k.repeat(1, hq // hkv, 1, 1), v.repeat(1, hq // hkv, 1, 1)
+    tiled_out, _ = ac.scaled_dot_product_attention(q, tiled_k, tiled_v)
+    assert not torch.allclose(out, tiled_out)
+    interleaved_out, _ = ac.scaled_dot_product_attention(q, expand_kv(k, hq), expand_kv(v, hq))
+    assert torch.allclose(out, interleaved_out)
+
+
+def test_bool_mask_equals_additive_float_mask_in_torch_sdpa():
+    """mask_to_additive(m) as F.sdpa's float attn_mask gives the same output as our boolean m."""
+    q, k, v = make_qkv((2,), 2, 2, 4, 5, 3, 3, seed=17)
+    mask = random_mask(2, 1, 4, 5, seed=18)
+    out, _ = ac.scaled_dot_product_attention(q, k, v, mask)
+    additive = ac.mask_to_additive(mask, dtype=F64)
+    assert_close64(out, F.scaled_dot_product_attention(q, k, v, attn_mask=additive))
+
+
+def test_weights_returned_are_the_ones_multiplied_with_v():
+    """output == weights @ v (no dropout), and the weights equal the textbook softmax."""
+    q, k, v = make_qkv((2,), 4, 2, 3, 5, 4, 6, seed=19)
+    mask = random_mask(3, 5, seed=20)
+    out, weights = ac.scaled_dot_product_attention(q, k, v, mask)
+    ref_out, ref_weights = reference_attention(q, k, v, mask)
+    assert_close64(weights, ref_weights)
+    assert_close64(out, ref_out)
+    assert_close64(out, weights @ expand_kv(v, 4))
+
+
+def test_fully_masked_rows_give_zeros_not_nan():
+    """A query whose keys are all masked gets zero weights and zero output (never NaN)."""
+    q, k, v = make_qkv((1,), 2, 2, 3, 4, 3, 3, seed=21)
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    mask[1] = False
+    out, weights = ac.scaled_dot_product_attention(q, k, v, mask)
+    assert not out.isnan().any() and not weights.isnan().any()
+    assert torch.equal(out[..., 1, :], torch.zeros(1, 2, 3, dtype=F64))
+    assert torch.equal(weights[..., 1, :], torch.zeros(1, 2, 4, dtype=F64))
+    assert_close64(weights[..., [0, 2], :].sum(-1), torch.ones(1, 2, 2, dtype=F64))
+
+
+# --------------------------------------------------------------------------- dtypes
+
+
+@pytest.mark.parametrize(("dtype", "tol"), [(torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("use_mask", [False, True], ids=["no-mask", "mask"])
+def test_half_precision_keeps_dtype_and_is_close_to_float32(dtype, tol, use_mask):
+    """fp16/bf16 inputs return their own dtype and stay close to the float32 result."""
+    q, k, v = make_qkv((2,), 4, 2, 6, 8, 16, 8, seed=22)
+    mask = random_mask(6, 8, seed=23) if use_mask else None
+    out32, weights32 = ac.scaled_dot_product_attention(q.float(), k.float(), v.float(), mask, is_causal=True)
+    out, weights = ac.scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask, is_causal=True)
+    assert out.dtype == dtype and weights.dtype == dtype
+    torch.testing.assert_close(out.float(), out32, rtol=tol, atol=tol)
+    torch.testing.assert_close(weights.float(), weights32, rtol=tol, atol=tol)
+
+
+# --------------------------------------------------------------------------- dropout
+
+
+def test_dropout_is_inverted_and_unbiased_on_a_long_row():
+    """Dropout zeroes about p of the weights, scales survivors by 1/(1-p), and keeps E[row sum] = 1."""
+    p, k_len = 0.3, 20_000
+    q = torch.zeros(1, 1, 1, 4, dtype=F64)  # zero scores: uniform weights 1/k_len
+    k, v = randn(1, 1, k_len, 4, seed=24), randn(1, 1, k_len, 2, seed=25)
+    torch.manual_seed(0)
+    _, weights = ac.scaled_dot_product_attention(q, k, v, dropout_p=p)
+    row = weights[0, 0, 0]
+    dropped = row == 0
+    # Binomial(20000, 0.3): sd of the dropped fraction is 0.0032, so 0.03 is > 9 sd.
+    assert abs(dropped.double().mean().item() - p) < 0.03
+    torch.testing.assert_close(row[~dropped], torch.full_like(row[~dropped], 1 / (k_len * (1 - p))))
+    # Row sum = kept / (k_len (1 - p)); sd ≈ 0.0046, so 0.05 is > 10 sd.
+    assert abs(row.sum().item() - 1.0) < 0.05
+
+
+def test_dropout_is_reproducible_with_a_seed_and_changes_the_result():
+    """Same torch seed -> same dropped weights; dropout output differs from the no-dropout output."""
+    q, k, v = make_qkv((2,), 2, 2, 4, 16, 4, 4, seed=26)
+    torch.manual_seed(1)
+    out_a, weights_a = ac.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    torch.manual_seed(1)
+    out_b, weights_b = ac.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    assert torch.equal(out_a, out_b) and torch.equal(weights_a, weights_b)
+    assert (weights_a == 0).any()
+    no_dropout, _ = ac.scaled_dot_product_attention(q, k, v)
+    assert not torch.allclose(out_a, no_dropout)
+
+
+# --------------------------------------------------------------------------- hypothesis properties
+
+
+class Case(NamedTuple):
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    mask: torch.Tensor | None  # what we pass: broadcastable, possibly None
+    is_causal: bool
+    allowed: torch.Tensor  # (..., Hq, Lq, Lk): mask & causal, fully broadcast
+    seed: int
+
+
+@st.composite
+def attention_cases(draw) -> Case:
+    """Tiny random attention problems: batch dims, GQA grouping, lengths, dims, masks, causal."""
+    batch = tuple(draw(st.lists(st.integers(1, 2), max_size=2)))
+    num_kv_heads = draw(st.integers(1, 3))
+    group = draw(st.integers(1, 3))
+    hq = num_kv_heads * group
+    lq, lk = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    d, dv = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    is_causal = draw(st.booleans())
+    seed = draw(st.integers(0, 2**16))
+    q, k, v = make_qkv(batch, hq, num_kv_heads, lq, lk, d, dv, seed=seed)
+    weights_shape = (*batch, hq, lq, lk)
+
+    mask = None
+    if draw(st.booleans()):
+        ndim = draw(st.integers(1, len(weights_shape)))
+        mask_shape = tuple(size if draw(st.booleans()) else 1 for size in weights_shape[-ndim:])
+        p_attend = draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+        mask = random_mask(*mask_shape, seed=seed + 3, p_attend=p_attend, every_row_sees_a_key=False)
+
+    allowed = torch.ones(weights_shape, dtype=torch.bool)
+    if mask is not None:
+        allowed = allowed & mask
+    if is_causal:
+        allowed = allowed & ac.causal_mask(lq, lk)
+    return Case(q, k, v, mask, is_causal, allowed, seed)
+
+
+def run_case(case: Case, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    return ac.scaled_dot_product_attention(case.q, case.k, case.v, case.mask, is_causal=case.is_causal, **kwargs)
+
+
+@given(attention_cases())
+def test_property_rows_sum_to_one_or_zero_and_no_nan(case):
+    """Each weight row sums to 1, or is exactly 0 when all its keys are masked; nothing is NaN."""
+    out, weights = run_case(case)
+    row_has_key = case.allowed.any(dim=-1)
+    event(f"has fully masked rows: {not row_has_key.all()}")
+    event(f"group size {case.q.shape[-3] // case.k.shape[-3]}, is_causal={case.is_causal}")
+    assert not out.isnan().any() and not weights.isnan().any()
+    sums = weights.sum(dim=-1)
+    torch.testing.assert_close(sums[row_has_key], torch.ones_like(sums[row_has_key]), rtol=0, atol=1e-12)
+    assert torch.equal(weights[~row_has_key], torch.zeros_like(weights[~row_has_key]))
+
+
+@given(attention_cases(), st.sampled_from([0.0, 0.2, 0.5, 0.9]))
+def test_property_output_is_weights_times_expanded_values(case, dropout_p):
+    """output == weights @ repeat_interleave(v) — also with dropout (the returned weights are post-dropout)."""
+    torch.manual_seed(case.seed)
+    out, weights = run_case(case, dropout_p=dropout_p)
+    assert not out.isnan().any()
+    assert_close64(out, weights @ expand_kv(case.v, case.q.shape[-3]))
+
+
+@given(attention_cases(), st.sampled_from([0.0, 0.5]))
+def test_property_masked_weights_are_exactly_zero(case, dropout_p):
+    """Every weight whose (query, key) pair is masked (by mask or causality) is exactly 0."""
+    torch.manual_seed(case.seed)
+    _, weights = run_case(case, dropout_p=dropout_p)
+    assert torch.equal(weights[~case.allowed], torch.zeros_like(weights[~case.allowed]))
+    assert (weights >= 0).all()
+
+
+@given(attention_cases())
+def test_property_matches_torch_sdpa_on_rows_that_see_a_key(case):
+    """Equals F.sdpa(enable_gqa=True) on rows with a visible key; zero output on fully masked rows."""
+    out, _ = run_case(case)
+    expected = F.scaled_dot_product_attention(case.q, case.k, case.v, attn_mask=case.allowed, enable_gqa=True)
+    row_has_key = case.allowed.any(dim=-1)
+    assert_close64(out[row_has_key], expected[row_has_key])
+    assert torch.equal(out[~row_has_key], torch.zeros_like(out[~row_has_key]))
+
+
+def broadcast_form(q, k, v, allowed):
+    """GQA without copies: q as (..., Hkv, G, Lq, D) against k.unsqueeze(-3) (broadcast over G)."""
+    *batch, hq, lq, d = q.shape
+    hkv = k.shape[-3]
+    q5 = q.reshape(*batch, hkv, hq // hkv, lq, d)
+    scores = (q5 @ k.unsqueeze(-3).transpose(-2, -1)) / math.sqrt(d)  # (..., Hkv, G, Lq, Lk)
+    allowed5 = allowed.reshape(scores.shape)
+    weights = torch.softmax(scores.masked_fill(~allowed5, float("-inf")), dim=-1)
+    weights = torch.where(allowed5.any(-1, keepdim=True), weights, torch.zeros_like(weights))
+    out = weights @ v.unsqueeze(-3)  # (..., Hkv, G, Lq, Dv)
+    return out.reshape(*batch, hq, lq, v.shape[-1]), weights.reshape(allowed.shape)
+
+
+@given(attention_cases())
+def test_property_broadcast_form_equals_repeat_interleave_form_and_ours(case):
+    """Broadcast grouping == repeat_interleave grouping == ac.scaled_dot_product_attention."""
+    out, weights = run_case(case)
+    bc_out, bc_weights = broadcast_form(case.q, case.k, case.v, case.allowed)
+    ri_out, ri_weights = reference_attention(case.q, case.k, case.v, case.allowed)
+    assert_close64(bc_out, ri_out)
+    assert_close64(bc_weights, ri_weights)
+    assert_close64(out, ri_out)
+    assert_close64(weights, ri_weights)
