@@ -1,0 +1,71 @@
+"""images/make_diagrams.py regenerates the committed diagrams: valid, reasonably sized PNGs."""
+
+import importlib.util
+import struct
+from pathlib import Path
+
+import pytest
+
+IMAGES = Path(__file__).resolve().parents[1] / "images"
+NAMES = ("sdpa_dataflow.png", "mha_mqa_gqa_sharing.png")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("make_diagrams", IMAGES / "make_diagrams.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) in pixels from the IHDR chunk of a PNG."""
+    assert data[:8] == PNG_SIGNATURE, "not a PNG file"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def check_png(data: bytes) -> None:
+    width, height = png_size(data)
+    assert 1200 <= width <= 2400 and 400 <= height <= 1200, (width, height)  # wide, projector-sized
+    assert 20_000 < len(data) < 200_000, len(data)  # non-trivial, yet light to commit
+    assert data.endswith(b"IEND\xaeB`\x82"), "PNG truncated"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("diagrams")
+    paths = load_script().main(out_dir)
+    return out_dir, paths
+
+
+def test_main_writes_both_diagrams(generated):
+    out_dir, paths = generated
+    assert sorted(p.name for p in paths) == sorted(NAMES)
+    for name in NAMES:
+        check_png((out_dir / name).read_bytes())
+
+
+def test_diagrams_are_deterministic(generated, tmp_path):
+    out_dir, _ = generated
+    load_script().main(tmp_path)
+    for name in NAMES:
+        assert (tmp_path / name).read_bytes() == (out_dir / name).read_bytes(), f"{name} differs between runs"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_diagrams_exist(name):
+    path = IMAGES / name
+    assert path.is_file(), f"{path} missing: run `python images/make_diagrams.py`"
+    check_png(path.read_bytes())
+
+
+def test_sharing_diagram_uses_the_explorers_group_colours():
+    from matplotlib.colors import to_hex
+
+    from attn_core.plotting import group_colors
+
+    fig = load_script().sharing_diagram()
+    wires = [to_hex(line.get_color()) for line in fig.axes[0].lines]  # one per query head, panel by panel
+    expected = group_colors(8, 8) + group_colors(8, 2) + group_colors(8, 1)  # MHA, GQA, MQA
+    assert wires == expected
