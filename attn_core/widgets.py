@@ -214,8 +214,8 @@ class Explorer:
     """Controls + a live heatmap + an explanation line + save buttons, as one ipywidgets box.
 
     ``controls`` maps parameter names of ``render_attention`` to ipywidgets; ``fixed``
-    holds parameters that do not get a control. Display it by leaving ``explorer.widget``
-    (or the explorer itself) as a cell's last expression.
+    holds parameters that do not get a control, or, for one that does, its starting value.
+    Display it by leaving ``explorer.widget`` (or the explorer itself) as a cell's last expression.
     """
 
     def __init__(self, name: str, controls: dict, fixed: dict | None = None, save_dir: str | Path = "saved_figures"):
@@ -246,6 +246,9 @@ class Explorer:
             "values": widgets.Checkbox(description="print values", value=start["values"], style=_STYLE),
         }
         self.controls = controls = {**controls, **display_controls}
+        # A keyword that names a control sets where that control starts, e.g. gqa_explorer(num_kv_heads=4).
+        for name in [name for name in self.fixed if name in controls]:
+            controls[name].value = self.fixed.pop(name)
         self.widget = widgets.VBox(
             [
                 *rows,

@@ -136,6 +136,14 @@ def test_save_writes_the_current_figure(tmp_path, fmt, magic):
     assert "saved" in explorer.status.value
 
 
+def test_keyword_naming_a_control_sets_its_start_and_stays_movable():
+    explorer = widgets.gqa_explorer(num_kv_heads=4, seq_len=5, head_dim=8)
+    assert explorer.controls["num_kv_heads"].value == 4 and explorer.params()["num_kv_heads"] == 4
+    assert explorer.params()["head_dim"] == 8  # no control: stays fixed
+    explorer.controls["num_kv_heads"].value = 1
+    assert explorer.params()["num_kv_heads"] == 1 and "share 1 kv head(s)" in explorer.explanation.value
+
+
 def test_unknown_parameter_is_rejected():
     with pytest.raises(TypeError, match="unknown explorer parameter"):
         widgets.render_attention(heads=3)
