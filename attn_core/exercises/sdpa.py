@@ -1,0 +1,314 @@
+"""Checks for notebook 01 (scaled dot-product attention).
+
+Each ``check_…`` takes the learner's answer, prints one verdict line through
+:func:`attn_core.exercises.feedback` and returns True/False. It never raises on a wrong
+answer: an unfinished stub (``...``, ``None`` or ``raise NotImplementedError``) gets the
+"not attempted" message, and each usual mistake gets its own diagnosis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from attn_core.exercises import NOT_DONE, feedback
+
+__all__ = [
+    "TEMPERATURE_SCORES",
+    "TEMPERATURE_TARGET",
+    "check_attention",
+    "check_score_variance",
+    "check_fused_qkv_split",
+    "check_temperature",
+]
+
+# Exercise 4: one row of attention scores; find the temperature whose softmax gives the
+# top key this weight (within ±TEMPERATURE_TOLERANCE).
+TEMPERATURE_SCORES = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
+TEMPERATURE_TARGET = 0.9
+TEMPERATURE_TOLERANCE = 0.005
+
+
+def _is_stub(value) -> bool:
+    return value is None or value is Ellipsis
+
+
+def _call(fn: Callable, *args):
+    """Run the learner's function: ``(result, problem)``; ``problem`` explains a stub or a crash."""
+    if not callable(fn):
+        return None, f"pass your function itself (e.g. `my_attention`), not {type(fn).__name__}."
+    try:
+        result = fn(*args)
+    except NotImplementedError:
+        return None, NOT_DONE
+    except Exception as err:  # the learner's bug: report it instead of raising
+        return None, f"your function raised {type(err).__name__}: {err}"
+    if _is_stub(result):
+        return None, NOT_DONE
+    return result, None
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6)
+
+
+def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)  # (..., Lq, Lk)
+    return weights @ v, weights  # (..., Lq, Dv), (..., Lq, Lk)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 1: attention from a blank function
+
+
+def _attention_case(shape_q, shape_k, shape_v, seed):
+    generator = torch.Generator().manual_seed(seed)
+    # std 2: unscaled scores are large enough that a missing or wrong scale is unmistakable.
+    q = 2 * torch.randn(*shape_q, generator=generator, dtype=torch.float64)
+    k = 2 * torch.randn(*shape_k, generator=generator, dtype=torch.float64)
+    v = torch.randn(*shape_v, generator=generator, dtype=torch.float64)
+    return q, k, v
+
+
+def _diagnose_weights(weights: torch.Tensor, q, k, v) -> str:
+    d_k = q.shape[-1]
+    row_sums = weights.sum(-1)  # (..., Lq)
+    col_sums = weights.sum(-2)  # (..., Lk)
+    if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-6):
+        if torch.allclose(col_sums, torch.ones_like(col_sums), atol=1e-6):
+            return (
+                "the weights' columns sum to 1, not their rows: softmax ran over the queries (dim=-2). "
+                "Each query shares one unit of attention among the keys: use softmax(..., dim=-1)."
+            )
+        return (
+            "the rows of your weights do not sum to 1 "
+            f"(first row sums to {row_sums.flatten()[0].item():.3f}): apply softmax over the keys (dim=-1)."
+        )
+    wrong_scales = {
+        "no scale at all: the scores must be divided by √d_k before the softmax.": 1.0,
+        "you divided by d_k; divide by √d_k (math.sqrt(q.shape[-1])).": 1.0 / d_k,
+        "you multiplied by √d_k; divide by it instead.": math.sqrt(d_k),
+    }
+    for message, scale in wrong_scales.items():
+        if _close(weights, _reference(q, k, v, scale)[1]):
+            return message
+    expected = _reference(q, k, v, 1.0 / math.sqrt(d_k))[1]
+    worst = (weights.double() - expected).abs().max().item()
+    return f"the weights differ from softmax(Q Kᵀ / √d_k) (largest difference {worst:.3g})."
+
+
+def check_attention(attention: Callable) -> bool:
+    """Exercise 1: ``attention(q, k, v) -> (output, weights)`` for q ``(..., Lq, d_k)``,
+    k ``(..., Lk, d_k)``, v ``(..., Lk, d_v)``; no mask, no dropout."""
+    name = "attention from scratch"
+    cases = [
+        ((2, 3, 8), (2, 5, 8), (2, 5, 6), 0),  # (B, Lq, d_k), (B, Lk, d_k), (B, Lk, d_v): Lq ≠ Lk ≠ d_v
+        ((2, 4, 3, 16), (2, 4, 7, 16), (2, 4, 7, 4), 1),  # (B, H, Lq, d_k) ...: extra batch dims
+    ]
+    for shape_q, shape_k, shape_v, seed in cases:
+        q, k, v = _attention_case(shape_q, shape_k, shape_v, seed)
+        result, problem = _call(attention, q.clone(), k.clone(), v.clone())
+        if problem:
+            return feedback(name, problem)
+        if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)):
+            return feedback(
+                name, f"return a tuple (output, weights) of two tensors, got {type(result).__name__} instead."
+            )
+        output, weights = result
+        expected_out, expected_weights = _reference(q, k, v, 1.0 / math.sqrt(q.shape[-1]))
+        where = f"for q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        if weights.shape == expected_weights.transpose(-2, -1).shape:
+            return feedback(
+                name,
+                f"wrong shape: weights {tuple(weights.shape)} {where} is (..., Lk, Lq), transposed: "
+                "the scores are Q Kᵀ = q @ k.transpose(-2, -1), one row per query.",
+            )
+        if weights.shape != expected_weights.shape:
+            return feedback(
+                name,
+                f"wrong shape: weights {tuple(weights.shape)} {where}; expected (..., Lq, Lk) = "
+                f"{tuple(expected_weights.shape)}, one row per query, one column per key.",
+            )
+        if output.shape != expected_out.shape:
+            return feedback(
+                name,
+                f"wrong shape: output {tuple(output.shape)} {where}; expected (..., Lq, d_v) = "
+                f"{tuple(expected_out.shape)}: each query gets a mix of the value vectors.",
+            )
+        if not _close(weights, expected_weights):
+            return feedback(name, f"wrong numbers {where}: " + _diagnose_weights(weights.double(), q, k, v))
+        if not _close(output, expected_out):
+            return feedback(
+                name,
+                f"the weights are right but the output is not {where}: output = weights @ v "
+                "(weights (..., Lq, Lk) times values (..., Lk, d_v)).",
+            )
+    return feedback(name, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 2: the variance of a dot product
+
+_VARIANCE_CASES = [
+    (4, 1.0, False),
+    (64, 1.0, False),
+    (64, 1.0, True),
+    (16, 0.5, False),
+    (16, 2.0, True),
+    (256, 2.0, False),
+]
+
+
+def _true_variance(d_k: int, std: float, scaled: bool) -> float:
+    variance = d_k * std**4  # d_k independent products q_i·k_i, each of variance std²·std²
+    return variance / d_k if scaled else variance
+
+
+def check_score_variance(score_variance: Callable) -> bool:
+    """Exercise 2: ``score_variance(d_k, std, scaled) -> float``, the variance of ``q·k`` (divided
+    by √d_k when ``scaled``) for q, k with independent zero-mean entries of standard deviation ``std``."""
+    name = "variance of q·k"
+    answers = {}
+    for case in _VARIANCE_CASES:
+        result, problem = _call(score_variance, *case)
+        if problem:
+            return feedback(name, problem)
+        try:
+            answers[case] = float(result)
+        except (TypeError, ValueError):
+            return feedback(name, f"return a number, got {type(result).__name__}.")
+
+    def all_match(formula) -> bool:
+        return all(math.isclose(answers[c], formula(*c), rel_tol=1e-6) for c in _VARIANCE_CASES)
+
+    if all_match(_true_variance):
+        return feedback(name, None)
+    unscaled = [c for c in _VARIANCE_CASES if not c[2]]
+    scaled = [c for c in _VARIANCE_CASES if c[2]]
+    if all(math.isclose(answers[c], _true_variance(*c), rel_tol=0.15) for c in _VARIANCE_CASES):
+        return feedback(name, "close, but not exact (a simulation estimate?): give the exact formula in d_k and std.")
+    if all(math.isclose(answers[c], math.sqrt(c[0]) * c[1] ** 2, rel_tol=1e-6) for c in unscaled):
+        return feedback(name, "that is the standard deviation of q·k; the variance is its square.")
+    if all(math.isclose(answers[c], c[0] * c[1] ** 2, rel_tol=1e-6) for c in unscaled):
+        return feedback(
+            name,
+            "each product q_i·k_i of two independent zero-mean entries has variance std²·std² = std⁴, "
+            "not std²; the d_k products add up.",
+        )
+    if all(math.isclose(answers[c], _true_variance(*c), rel_tol=1e-6) for c in unscaled):
+        if all(math.isclose(answers[c], c[0] * c[1] ** 4, rel_tol=1e-6) for c in scaled):
+            return feedback(name, "scaled=True must change the answer: dividing q·k by √d_k divides its variance.")
+        if all(math.isclose(answers[c], math.sqrt(c[0]) * c[1] ** 4, rel_tol=1e-6) for c in scaled):
+            return feedback(
+                name,
+                "multiplying a random number by c multiplies its variance by c², so dividing q·k by √d_k "
+                "divides the variance by d_k, not by √d_k.",
+            )
+    case = next(c for c in _VARIANCE_CASES if not math.isclose(answers[c], _true_variance(*c), rel_tol=1e-6))
+    d_k, std, is_scaled = case
+    return feedback(
+        name,
+        f"for d_k={d_k}, std={std:g}, scaled={is_scaled} you return {answers[case]:g}; "
+        "hint: q·k is a sum of d_k independent products q_i·k_i.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 3: split a fused QKV projection into three
+
+
+def check_fused_qkv_split(split_qkv: Callable) -> bool:
+    """Exercise 3: ``split_qkv(fused: nn.Linear(d, 3d)) -> (q_proj, k_proj, v_proj)``, three
+    ``nn.Linear(d, d)`` whose outputs equal ``fused(x).chunk(3, dim=-1)``."""
+    name = "fused QKV split"
+    d = 6
+    with torch.random.fork_rng(devices=[]):  # leaves the learner's global random state alone
+        torch.manual_seed(0)
+        fused = nn.Linear(d, 3 * d).double()  # (3d, d) weight, (3d,) bias
+    original = {key: value.clone() for key, value in fused.state_dict().items()}
+    x = torch.randn(2, 4, d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)  # (B, L, d)
+    with torch.no_grad():
+        expected = fused(x).chunk(3, dim=-1)  # 3 × (B, L, d)
+    w_chunks = fused.weight.detach().chunk(3, dim=0)  # 3 × (d, d)
+
+    result, problem = _call(split_qkv, fused)
+    if problem:
+        return feedback(name, problem)
+    if not all(torch.equal(fused.state_dict()[key], value) for key, value in original.items()):
+        return feedback(name, "your function changed the fused layer's parameters; read them, do not modify them.")
+    if not (isinstance(result, (tuple, list)) and len(result) == 3):
+        return feedback(name, f"return three layers (q_proj, k_proj, v_proj), got {type(result).__name__}.")
+    outputs = []
+    for label, layer in zip("qkv", result, strict=True):
+        if not callable(layer):
+            return feedback(
+                name, f"{label}_proj is a {type(layer).__name__}; return layers (nn.Linear(d, d)) that can be called."
+            )
+        try:
+            with torch.no_grad():
+                out = layer(x.to(getattr(getattr(layer, "weight", None), "dtype", x.dtype)))  # (B, L, ?)
+        except Exception as err:
+            return feedback(name, f"calling {label}_proj on x {tuple(x.shape)} raised {type(err).__name__}: {err}")
+        if not isinstance(out, torch.Tensor) or out.shape != expected[0].shape:
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            return feedback(
+                name,
+                f"wrong shape: {label}_proj(x) has shape {shape}, expected {tuple(expected[0].shape)}. "
+                f"nn.Linear stores weight as (out_features, in_features) = ({3 * d}, {d}): split it along dim 0.",
+            )
+        outputs.append(out.double())
+    if all(_close(o, e) for o, e in zip(outputs, expected, strict=True)):
+        return feedback(name, None)
+    names = ("q", "k", "v")
+    for i, out in enumerate(outputs):
+        match = [j for j in range(3) if _close(out, expected[j])]
+        if match and match[0] != i:
+            return feedback(
+                name,
+                f"wrong order: your {names[i]}_proj reproduces the fused layer's {names[match[0]]} chunk. "
+                "The fused output is laid out [q | k | v]: rows 0..d-1 of the weight are q, then k, then v.",
+            )
+    without_bias = [x @ w.T for w in w_chunks]  # 3 × (B, L, d)
+    if all(_close(o, e) for o, e in zip(outputs, without_bias, strict=True)):
+        return feedback(name, "the weights are right but the biases are missing: split fused.bias the same way.")
+    weight, bias = fused.weight.detach(), fused.bias.detach()
+    interleaved = [x @ weight[i::3].T + bias[i::3] for i in range(3)]  # 3 × (B, L, d)
+    if all(_close(o, e) for o, e in zip(outputs, interleaved, strict=True)):
+        return feedback(
+            name, "you took every third row (interleaved); chunk(3, dim=0) takes three contiguous blocks of d rows."
+        )
+    worst = max((o - e).abs().max().item() for o, e in zip(outputs, expected, strict=True))
+    return feedback(
+        name, f"q_proj(x), k_proj(x), v_proj(x) differ from fused(x).chunk(3, dim=-1) (largest difference {worst:.3g})."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Exercise 4: a temperature for a one-hot-ish row
+
+
+def check_temperature(temperature) -> bool:
+    """Exercise 4: a temperature T with ``softmax(TEMPERATURE_SCORES / T).max() ≈ TEMPERATURE_TARGET``."""
+    name = "temperature"
+    if _is_stub(temperature):
+        return feedback(name, NOT_DONE)
+    try:
+        value = float(temperature)
+    except (TypeError, ValueError, RuntimeError):
+        return feedback(name, f"give the temperature as one number, got {type(temperature).__name__}.")
+    if not value > 0 or math.isinf(value):
+        return feedback(name, f"a temperature must be a positive finite number, got {value:g}.")
+    top = torch.softmax(TEMPERATURE_SCORES.double() / value, dim=-1).max().item()
+    low, high = TEMPERATURE_TARGET - TEMPERATURE_TOLERANCE, TEMPERATURE_TARGET + TEMPERATURE_TOLERANCE
+    if top < low:
+        return feedback(
+            name, f"at T={value:.4g} the top weight is {top:.3f}: too flat, lower the temperature to sharpen the row."
+        )
+    if top > high:
+        return feedback(
+            name, f"at T={value:.4g} the top weight is {top:.3f}: too sharp, raise the temperature a little."
+        )
+    return feedback(name, None)

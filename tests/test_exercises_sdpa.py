@@ -1,0 +1,230 @@
+"""Exercise checks of notebook 01: each accepts a right answer, reports a stub as not attempted,
+and names the mistake in the usual wrong answers (never raising)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from attn_core.exercises import NOT_DONE
+from attn_core.exercises.sdpa import (
+    TEMPERATURE_SCORES,
+    TEMPERATURE_TARGET,
+    check_attention,
+    check_fused_qkv_split,
+    check_score_variance,
+    check_temperature,
+)
+
+
+def verdict(check, answer, capsys) -> tuple[bool, str]:
+    result = check(answer)
+    return result, capsys.readouterr().out
+
+
+def attention_with(scale_of=lambda d: 1 / math.sqrt(d), dim=-1, transpose=False, skip_values=False):
+    def attention(q, k, v):
+        scores = q @ k.transpose(-2, -1) * scale_of(q.shape[-1])  # (..., Lq, Lk)
+        weights = torch.softmax(scores, dim=dim)  # (..., Lq, Lk)
+        output = weights if skip_values else weights @ v  # (..., Lq, Dv)
+        return output, (weights.transpose(-2, -1) if transpose else weights)
+
+    return attention
+
+
+# ---- exercise 1: attention from scratch ---------------------------------------------------------
+
+
+def test_attention_accepts_correct_answers(capsys):
+    assert verdict(check_attention, attention_with(), capsys) == (True, "✅ attention from scratch: correct.\n")
+
+    def via_torch(q, k, v):
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v), weights
+
+    assert verdict(check_attention, via_torch, capsys)[0]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (attention_with(scale_of=lambda d: 1.0), "no scale at all"),
+        (attention_with(scale_of=lambda d: 1.0 / d), "you divided by d_k"),
+        (attention_with(scale_of=math.sqrt), "you multiplied by √d_k"),
+        (attention_with(dim=-2), "softmax ran over the queries (dim=-2)"),
+        (attention_with(transpose=True), "transposed"),
+        (attention_with(skip_values=True), "wrong shape: output"),
+    ],
+)
+def test_attention_diagnoses_mistakes(answer, expected, capsys):
+    ok, out = verdict(check_attention, answer, capsys)
+    assert not ok
+    assert out.startswith("❌ attention from scratch:")
+    assert expected in out
+
+
+def test_attention_output_must_be_weights_times_values(capsys):
+    def wrong_output(q, k, v):
+        out, weights = attention_with()(q, k, v)
+        return out + 1, weights
+
+    ok, out = verdict(check_attention, wrong_output, capsys)
+    assert not ok and "output = weights @ v" in out
+
+
+def test_attention_stub_crash_and_wrong_type(capsys):
+    def stub(q, k, v):
+        raise NotImplementedError
+
+    def ellipsis(q, k, v): ...
+
+    def crash(q, k, v):
+        return q @ k  # (B, Lq, d) @ (B, Lk, d): inner dims do not match
+
+    assert verdict(check_attention, stub, capsys) == (False, f"❌ attention from scratch: {NOT_DONE}\n")
+    assert NOT_DONE in verdict(check_attention, ellipsis, capsys)[1]
+    ok, out = verdict(check_attention, crash, capsys)
+    assert not ok and "raised RuntimeError" in out
+    ok, out = verdict(check_attention, lambda q, k, v: q, capsys)
+    assert not ok and "return a tuple (output, weights)" in out
+
+
+# ---- exercise 2: variance of q·k ----------------------------------------------------------------
+
+
+def test_variance_accepts_formula(capsys):
+    def right(d_k, std, scaled):
+        variance = d_k * std**4
+        return variance / d_k if scaled else variance
+
+    assert verdict(check_score_variance, right, capsys) == (True, "✅ variance of q·k: correct.\n")
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (lambda d, s, scaled: (s**4 if scaled else d * s**4) ** 0.5, "standard deviation"),
+        (lambda d, s, scaled: s**2 if scaled else d * s**2, "std⁴, not std²"),
+        (lambda d, s, scaled: d * s**4, "scaled=True must change the answer"),
+        (lambda d, s, scaled: d * s**4 / math.sqrt(d) if scaled else d * s**4, "by d_k, not by √d_k"),
+        (lambda d, s, scaled: 1.1 * (s**4 if scaled else d * s**4), "simulation estimate"),
+        (lambda d, s, scaled: 1.0, "hint: q·k is a sum"),
+        (lambda d, s, scaled: ..., NOT_DONE),
+        (lambda d, s, scaled: "big", "return a number"),
+    ],
+)
+def test_variance_diagnoses_mistakes(answer, expected, capsys):
+    ok, out = verdict(check_score_variance, answer, capsys)
+    assert not ok and expected in out
+
+
+# ---- exercise 3: fused QKV split ----------------------------------------------------------------
+
+
+def split_with(weight_rows=lambda w, i, d: w[i * d : (i + 1) * d], with_bias=True, order=(0, 1, 2)):
+    def split_qkv(fused):
+        d = fused.in_features
+        layers = []
+        for i in order:
+            layer = nn.Linear(d, d, bias=with_bias).to(fused.weight.dtype)
+            with torch.no_grad():
+                layer.weight.copy_(weight_rows(fused.weight, i, d))
+                if with_bias:
+                    layer.bias.copy_(weight_rows(fused.bias, i, d))
+            layers.append(layer)
+        return tuple(layers)
+
+    return split_qkv
+
+
+def test_split_accepts_correct_answers(capsys):
+    assert verdict(check_fused_qkv_split, split_with(), capsys) == (True, "✅ fused QKV split: correct.\n")
+
+    def chunked(fused):
+        d = fused.in_features
+        layers = [nn.Linear(d, d).double() for _ in range(3)]
+        with torch.no_grad():
+            for layer, w, b in zip(layers, fused.weight.chunk(3), fused.bias.chunk(3), strict=True):
+                layer.weight.copy_(w)
+                layer.bias.copy_(b)
+        return layers
+
+    assert verdict(check_fused_qkv_split, chunked, capsys)[0]
+
+
+def test_split_leaves_global_random_state_alone(capsys):
+    def functional(fused):  # plain callables: builds no nn.Linear, so draws no random numbers itself
+        pieces = zip(fused.weight.detach().chunk(3), fused.bias.detach().chunk(3), strict=True)
+        return [lambda x, w=w, b=b: x @ w.T + b for w, b in pieces]
+
+    state = torch.random.get_rng_state()
+    assert verdict(check_fused_qkv_split, functional, capsys)[0]
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (split_with(order=(1, 0, 2)), "wrong order: your q_proj reproduces the fused layer's k chunk"),
+        (split_with(with_bias=False), "biases are missing"),
+        (split_with(weight_rows=lambda w, i, d: w[i::3]), "interleaved"),
+        (split_with(weight_rows=lambda w, i, d: w.flip(0)[i * d : (i + 1) * d]), "differ from fused(x).chunk"),
+    ],
+)
+def test_split_diagnoses_mistakes(answer, expected, capsys):
+    ok, out = verdict(check_fused_qkv_split, answer, capsys)
+    assert not ok and expected in out
+
+
+def test_split_wrong_dim_and_wrong_type(capsys):
+    def along_columns(fused):
+        d = fused.in_features
+        return [nn.Linear(d // 3, 3 * d).double() for _ in range(3)]  # what chunk(3, dim=1) would shape
+
+    ok, out = verdict(check_fused_qkv_split, along_columns, capsys)
+    assert not ok and "raised RuntimeError" in out
+
+    def wrong_out_features(fused):
+        d = fused.in_features
+        return [nn.Linear(d, 3 * d).double() for _ in range(3)]
+
+    ok, out = verdict(check_fused_qkv_split, wrong_out_features, capsys)
+    assert not ok and "wrong shape" in out and "split it along dim 0" in out
+
+    ok, out = verdict(check_fused_qkv_split, lambda fused: fused.weight.chunk(3), capsys)
+    assert not ok and "q_proj is a Tensor" in out
+
+    def modifies(fused):
+        with torch.no_grad():
+            fused.weight.zero_()
+        return split_with()(fused)
+
+    ok, out = verdict(check_fused_qkv_split, modifies, capsys)
+    assert not ok and "changed the fused layer" in out
+
+
+# ---- exercise 4: temperature --------------------------------------------------------------------
+
+
+def solve_temperature() -> float:
+    low, high = 1e-3, 10.0  # top weight falls as T grows: bisect
+    for _ in range(60):
+        mid = (low + high) / 2
+        top = torch.softmax(TEMPERATURE_SCORES.double() / mid, dim=-1).max().item()
+        low, high = (mid, high) if top > TEMPERATURE_TARGET else (low, mid)
+    return (low + high) / 2
+
+
+def test_temperature(capsys):
+    best = solve_temperature()
+    assert verdict(check_temperature, best, capsys) == (True, "✅ temperature: correct.\n")
+    assert verdict(check_temperature, torch.tensor(best), capsys)[0]
+    assert "too flat, lower" in verdict(check_temperature, 1.0, capsys)[1]
+    assert "too sharp, raise" in verdict(check_temperature, 0.1, capsys)[1]
+    assert "positive" in verdict(check_temperature, -0.5, capsys)[1]
+    assert "positive" in verdict(check_temperature, 0.0, capsys)[1]
+    assert NOT_DONE in verdict(check_temperature, ..., capsys)[1]
+    assert "one number" in verdict(check_temperature, [0.4], capsys)[1]
