@@ -183,6 +183,8 @@ def plot_attention(
             for (r, c), value in np.ndenumerate(data):
                 shade = image.cmap(image.norm(value))
                 text_color = "black" if sum(to_rgba(shade)[:3]) > 1.6 else "white"
+                if not np.isfinite(value):  # NaN cells are drawn blank: print the label in red
+                    text_color = "#b00020"
                 ax.text(
                     x0 + c, y0 + r, f"{value:.2f}", ha="center", va="center", fontsize=fontsize * 0.8, color=text_color
                 )

@@ -216,3 +216,10 @@ def test_figure_saves_to_png_and_svg(fmt, magic):
     data = buffer.getvalue()
     assert len(data) > 1000
     assert magic in data[:2000]
+
+
+def test_nan_cells_get_a_visible_label():
+    """A NaN weight (what -inf masking produces) is blank in the image; its label must not be white."""
+    fig = ac.plot_attention(torch.tensor([[float("nan"), 1.0]]), annotate=True)
+    labels = {text.get_text(): to_hex(text.get_color()) for ax in fig.axes for text in ax.texts}
+    assert labels["nan"] not in ("#ffffff", "#000000") and labels["1.00"] in ("#ffffff", "#000000")
