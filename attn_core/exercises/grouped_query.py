@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from attn_core.exercises import NOT_DONE, feedback
+from attn_core.exercises import NOT_DONE, call_learner, feedback
 from attn_core.layers import GroupedQueryAttention, MultiHeadAttention
 
 __all__ = [
@@ -47,27 +47,6 @@ EXAMPLE_CONFIGS = {
 }
 
 
-class _Stub(Exception):
-    """The learner's function is still a stub."""
-
-
-def _call(fn: Callable, *args):
-    """Call the learner's function; map stubs to _Stub, other errors to a message string."""
-    if fn is None or fn is Ellipsis:
-        raise _Stub
-    if not callable(fn):
-        return None, f"expected a function, got {type(fn).__name__}."
-    try:
-        result = fn(*args)
-    except NotImplementedError as err:
-        raise _Stub from err
-    except Exception as err:  # a check never raises: report what the learner's code raised
-        return None, f"your function raised {type(err).__name__}: {err}"
-    if result is None or result is Ellipsis:
-        raise _Stub
-    return result, None
-
-
 # --------------------------------------------------------------------------- exercise 1
 
 
@@ -87,39 +66,36 @@ def check_kv_head_map(fn: Callable) -> bool:
     """``fn(num_heads, num_kv_heads)`` must return, for each query head ``h``, the kv head it reads."""
     name = "check_kv_head_map"
     cases = [(8, 2), (6, 3), (12, 4), (8, 8), (8, 1)]
-    try:
-        for num_heads, num_kv_heads in cases:
-            answer, error = _call(fn, num_heads, num_kv_heads)
-            if error:
-                return feedback(name, error)
-            values = _as_int_list(answer)
-            where = f"for num_heads={num_heads}, num_kv_heads={num_kv_heads}"
-            if values is None:
-                return feedback(name, f"{where} return a list of ints (one per query head), got {answer!r}.")
-            if len(values) != num_heads:
-                return feedback(
-                    name, f"{where} expected {num_heads} entries (one per query head), got {len(values)}: {values}."
-                )
-            group = num_heads // num_kv_heads
-            expected = [h // group for h in range(num_heads)]
-            if values == expected:
-                continue
-            if values == [h % num_kv_heads for h in range(num_heads)]:
-                return feedback(
-                    name,
-                    f"{where} you returned {values}: that is the tiling order of `repeat` (h % num_kv_heads). "
-                    f"Query heads that share a kv head are consecutive: h // (num_heads // num_kv_heads) "
-                    f"gives {expected}.",
-                )
-            if values == [h // num_kv_heads for h in range(num_heads)]:
-                return feedback(
-                    name,
-                    f"{where} you returned {values}: you divided by num_kv_heads. Divide by the group size "
-                    f"num_heads // num_kv_heads = {group} to get {expected}.",
-                )
-            return feedback(name, f"{where} expected {expected}, got {values}.")
-    except _Stub:
-        return feedback(name, NOT_DONE)
+    for num_heads, num_kv_heads in cases:
+        answer, error = call_learner(fn, num_heads, num_kv_heads)
+        if error:
+            return feedback(name, error)
+        values = _as_int_list(answer)
+        where = f"for num_heads={num_heads}, num_kv_heads={num_kv_heads}"
+        if values is None:
+            return feedback(name, f"{where} return a list of ints (one per query head), got {answer!r}.")
+        if len(values) != num_heads:
+            return feedback(
+                name, f"{where} expected {num_heads} entries (one per query head), got {len(values)}: {values}."
+            )
+        group = num_heads // num_kv_heads
+        expected = [h // group for h in range(num_heads)]
+        if values == expected:
+            continue
+        if values == [h % num_kv_heads for h in range(num_heads)]:
+            return feedback(
+                name,
+                f"{where} you returned {values}: that is the tiling order of `repeat` (h % num_kv_heads). "
+                f"Query heads that share a kv head are consecutive: h // (num_heads // num_kv_heads) "
+                f"gives {expected}.",
+            )
+        if values == [h // num_kv_heads for h in range(num_heads)]:
+            return feedback(
+                name,
+                f"{where} you returned {values}: you divided by num_kv_heads. Divide by the group size "
+                f"num_heads // num_kv_heads = {group} to get {expected}.",
+            )
+        return feedback(name, f"{where} expected {expected}, got {values}.")
     return feedback(name, None)
 
 
@@ -131,46 +107,43 @@ def check_expand_kv(fn: Callable) -> bool:
     name = "check_expand_kv"
     generator = torch.Generator().manual_seed(4)
     cases = [((2, 2, 3, 4), 8), ((1, 3, 2, 2), 6), ((1, 1, 3, 2), 4), ((2, 4, 2, 3), 4)]
-    try:
-        for shape, num_heads in cases:
-            kv = torch.randn(shape, generator=generator, dtype=torch.float64)  # (B, Hkv, L, D)
-            original = kv.clone()
-            answer, error = _call(fn, kv, num_heads)
-            if error:
-                return feedback(name, error)
-            where = f"for kv of shape {shape} and num_heads={num_heads}"
-            if not isinstance(answer, torch.Tensor):
-                return feedback(name, f"{where} return a tensor, got {type(answer).__name__}.")
-            batch, num_kv_heads, length, dim = shape
-            expected_shape = (batch, num_heads, length, dim)
-            if tuple(answer.shape) != expected_shape:
-                return feedback(
-                    name,
-                    f"{where} expected shape {expected_shape} (B, num_heads, L, D), got {tuple(answer.shape)}. "
-                    "Repeat along dim 1, the head axis.",
-                )
-            if not torch.equal(kv, original):
-                return feedback(name, f"{where} your function changed its input kv in place; return a new tensor.")
-            group = num_heads // num_kv_heads
-            expected = kv.repeat_interleave(group, dim=1)  # (B, H, L, D)
-            if torch.allclose(answer.to(expected.dtype), expected):
-                continue
-            if torch.allclose(answer.to(expected.dtype), kv.repeat(1, group, 1, 1)):
-                order = [h % num_kv_heads for h in range(num_heads)]
-                right = [h // group for h in range(num_heads)]
-                return feedback(
-                    name,
-                    f"{where} your heads come in the tiling order of `repeat` (kv heads {order}). "
-                    f"Same shape, no error, wrong numbers: query head h must read kv head h // {group}, "
-                    f"i.e. kv heads {right}. Use repeat_interleave(group, dim=1).",
-                )
+    for shape, num_heads in cases:
+        kv = torch.randn(shape, generator=generator, dtype=torch.float64)  # (B, Hkv, L, D)
+        original = kv.clone()
+        answer, error = call_learner(fn, kv, num_heads)
+        if error:
+            return feedback(name, error)
+        where = f"for kv of shape {shape} and num_heads={num_heads}"
+        if not isinstance(answer, torch.Tensor):
+            return feedback(name, f"{where} return a tensor, got {type(answer).__name__}.")
+        batch, num_kv_heads, length, dim = shape
+        expected_shape = (batch, num_heads, length, dim)
+        if tuple(answer.shape) != expected_shape:
             return feedback(
                 name,
-                f"{where} the shape is right but the numbers are not: output head h must be an exact copy "
-                f"of kv head h // {group}.",
+                f"{where} expected shape {expected_shape} (B, num_heads, L, D), got {tuple(answer.shape)}. "
+                "Repeat along dim 1, the head axis.",
             )
-    except _Stub:
-        return feedback(name, NOT_DONE)
+        if not torch.equal(kv, original):
+            return feedback(name, f"{where} your function changed its input kv in place; return a new tensor.")
+        group = num_heads // num_kv_heads
+        expected = kv.repeat_interleave(group, dim=1)  # (B, H, L, D)
+        if torch.allclose(answer.to(expected.dtype), expected):
+            continue
+        if torch.allclose(answer.to(expected.dtype), kv.repeat(1, group, 1, 1)):
+            order = [h % num_kv_heads for h in range(num_heads)]
+            right = [h // group for h in range(num_heads)]
+            return feedback(
+                name,
+                f"{where} your heads come in the tiling order of `repeat` (kv heads {order}). "
+                f"Same shape, no error, wrong numbers: query head h must read kv head h // {group}, "
+                f"i.e. kv heads {right}. Use repeat_interleave(group, dim=1).",
+            )
+        return feedback(
+            name,
+            f"{where} the shape is right but the numbers are not: output head h must be an exact copy "
+            f"of kv head h // {group}.",
+        )
     return feedback(name, None)
 
 
@@ -221,24 +194,23 @@ def check_kv_cache_bytes(fn: Callable) -> bool:
         (config_name, seq_len, batch) for config_name in EXAMPLE_CONFIGS for seq_len, batch in ((4096, 1), (100, 3))
     ]
     answers = {}
-    try:
-        for config_name, seq_len, batch in cases:
-            config = dict(EXAMPLE_CONFIGS[config_name])
-            answer, error = _call(fn, config, seq_len, batch)
-            if error:
-                if "num_key_value_heads" in error:
-                    error += (
-                        " Older configs omit num_key_value_heads: then every query head has its own K/V, "
-                        "so use config.get('num_key_value_heads', config['num_attention_heads'])."
-                    )
-                return feedback(name, f"on {config_name}: {error}")
-            if isinstance(answer, torch.Tensor) and answer.numel() == 1:
-                answer = answer.item()
-            if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-                return feedback(name, f"return a number of bytes (an int), got {type(answer).__name__}.")
-            answers[(config_name, seq_len, batch)] = answer
-    except _Stub:
-        return feedback(name, NOT_DONE)
+    for config_name, seq_len, batch in cases:
+        config = dict(EXAMPLE_CONFIGS[config_name])
+        answer, error = call_learner(fn, config, seq_len, batch)
+        if error == NOT_DONE:
+            return feedback(name, error)
+        if error:
+            if "num_key_value_heads" in error:
+                error += (
+                    " Older configs omit num_key_value_heads: then every query head has its own K/V, "
+                    "so use config.get('num_key_value_heads', config['num_attention_heads'])."
+                )
+            return feedback(name, f"on {config_name}: {error}")
+        if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+            answer = answer.item()
+        if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+            return feedback(name, f"return a number of bytes (an int), got {type(answer).__name__}.")
+        answers[(config_name, seq_len, batch)] = answer
     wrong = [case for case, answer in answers.items() if answer != _kv_bytes(EXAMPLE_CONFIGS[case[0]], *case[1:])]
     if not wrong:
         return feedback(name, None)
@@ -326,11 +298,6 @@ def check_gqa_to_mha(fn: Callable) -> bool:
     cases = [(16, 4, 2), (24, 6, 3), (16, 4, 1), (16, 4, 4)]
     # fork_rng: building layers draws from the global generator; leave the learner's stream alone.
     with torch.random.fork_rng(devices=[]):
-        return _run_gqa_to_mha(fn, name, generator, cases)
-
-
-def _run_gqa_to_mha(fn: Callable, name: str, generator: torch.Generator, cases: list) -> bool:
-    try:
         for hidden_dim, num_heads, num_kv_heads in cases:
             gqa = GroupedQueryAttention(hidden_dim, num_heads, num_kv_heads).eval()
             with torch.no_grad():
@@ -341,15 +308,13 @@ def _run_gqa_to_mha(fn: Callable, name: str, generator: torch.Generator, cases: 
             with torch.no_grad():
                 want, _ = gqa(x, is_causal=True)  # (B, L, hidden)
             where = f"for GroupedQueryAttention({hidden_dim}, {num_heads}, {num_kv_heads})"
-            answer, error = _call(fn, gqa)
+            answer, error = call_learner(fn, gqa)
             if error:
-                return feedback(name, f"{where}: {error}")
+                return feedback(name, error if error == NOT_DONE else f"{where}: {error}")
             try:
                 problem = _gqa_to_mha_problem(answer, reference, num_heads, num_kv_heads, x, want)
             except Exception as err:  # a check never raises
                 problem = f"could not run your layer ({type(err).__name__}: {err})."
             if problem:
                 return feedback(name, f"{where}: {problem}")
-    except _Stub:
-        return feedback(name, NOT_DONE)
     return feedback(name, None)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from attn_core.exercises import NOT_DONE, feedback
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
 from attn_core.masks import causal_mask, padding_mask, sliding_window_mask
 
 __all__ = [
@@ -28,23 +28,6 @@ FLIPPED = (
     "flipped convention: your mask is True where attention is BLOCKED. attn_core and "
     "F.scaled_dot_product_attention use True = may attend; invert it with ~mask (or ac.mask_from_blocked)."
 )
-
-
-def _call(fn, *args) -> tuple[object, str | None]:
-    """Run the learner's function on ``args``; return ``(result, problem)``."""
-    if fn is None or fn is Ellipsis:
-        return None, NOT_DONE
-    if not callable(fn):
-        return None, f"pass your function itself, e.g. check(my_function), not a {type(fn).__name__}."
-    try:
-        result = fn(*args)
-    except NotImplementedError:
-        return None, NOT_DONE
-    except Exception as err:  # the learner's bug, reported instead of raised
-        return None, f"your function raised {type(err).__name__}: {err} (called with {args!r})."
-    if result is None or result is Ellipsis:
-        return None, NOT_DONE
-    return result, None
 
 
 def _mask_problem(answer, expected: torch.Tensor, near_misses: dict[str, torch.Tensor], where: str) -> str | None:
@@ -88,7 +71,7 @@ def check_sliding_window_mask(fn: Callable[[int, int], torch.Tensor]) -> bool:
     query ``i`` may attend to keys ``i - window + 1 .. i`` (itself and the ``window - 1`` before it)."""
     name = "sliding-window mask"
     for seq_len, window in SLIDING_CASES:
-        answer, problem = _call(fn, seq_len, window)
+        answer, problem = call_learner(fn, seq_len, window)
         if problem is not None:
             return feedback(name, problem)
         expected = sliding_window_mask(seq_len, window)  # (L, L)
@@ -124,7 +107,7 @@ def check_causal_padding_mask(fn: Callable[[Sequence[int], int], torch.Tensor]) 
     query ``i`` of sequence ``b`` may attend to key ``j`` iff ``j <= i`` and ``j < lengths[b]``."""
     name = "causal + padding mask"
     for lengths, seq_len in BATCH_CASES:
-        answer, problem = _call(fn, list(lengths), seq_len)
+        answer, problem = call_learner(fn, list(lengths), seq_len)
         if problem is not None:
             return feedback(name, problem)
         batch = len(lengths)
@@ -172,7 +155,7 @@ def check_mask_from_mha(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     the one attn_core mask ``(B, 1, Lq, Lk)`` with True = may attend."""
     name = "nn.MultiheadAttention masks -> attn_core"
     for attn_mask, key_padding_mask in _mha_cases():
-        answer, problem = _call(fn, attn_mask.clone(), key_padding_mask.clone())
+        answer, problem = call_learner(fn, attn_mask.clone(), key_padding_mask.clone())
         if problem is not None:
             return feedback(name, problem)
         allowed = ~attn_mask  # (Lq, Lk)
@@ -214,7 +197,7 @@ def check_expected_row_sums(answer) -> bool:
     ``ROW_SUM_SETTING`` (mask ``real_query & real_key``, ``dropout_p = 0.25``, training mode).
     An estimate from sampling is accepted within 0.02."""
     name = "expected row sums under dropout"
-    if answer is None or answer is Ellipsis:
+    if is_stub(answer):
         return feedback(name, NOT_DONE)
     try:
         answer = torch.as_tensor(answer, dtype=torch.float64)

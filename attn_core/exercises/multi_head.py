@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from attn_core.attention import scaled_dot_product_attention
-from attn_core.exercises import NOT_DONE, feedback
+from attn_core.exercises import NOT_DONE, call_learner, feedback
 from attn_core.layers import MultiHeadAttention
 from attn_core.masks import causal_mask, padding_mask
 
@@ -32,38 +32,27 @@ _VIEW_HINT = (
 )
 
 
-class _NotDone(Exception):
-    """The learner's answer is still the stub."""
-
-
 class _Failed(Exception):
-    """The learner's function raised: the message is the diagnosis."""
-
-
-def _is_stub(value) -> bool:
-    return value is None or value is Ellipsis
+    """A verdict found deep inside a helper (a stub, a crash, a wrong return type): the message says it."""
 
 
 def _run(fn: Callable, *args, **kwargs):
-    """Call the learner's function; turn a stub or an exception into a diagnosis."""
-    try:
-        result = fn(*args, **kwargs)
-    except NotImplementedError as err:
-        raise _NotDone from err
-    except Exception as err:  # the learner's code may raise anything: report it, never crash
-        message = f"your function raised {type(err).__name__}: {err}"
-        if isinstance(err, RuntimeError) and "view size is not compatible" in str(err):
-            message += " " + _VIEW_HINT
-        raise _Failed(message) from err
-    if _is_stub(result):
-        raise _NotDone
+    """:func:`call_learner` that raises its problem as :class:`_Failed`, with a hint for the `.view` error."""
+    result, problem = call_learner(fn, *args, **kwargs)
+    if problem:
+        if "RuntimeError: view size is not compatible" in problem:
+            problem += " " + _VIEW_HINT
+        raise _Failed(problem)
     return result
 
 
-def _not_callable(answer, name: str) -> str | None:
-    if callable(answer):
-        return None
-    return f"pass the function itself (`{name}`, no parentheses), got a {type(answer).__name__}."
+def _verdict(name: str, fn, problem_of: Callable, cases) -> bool:
+    """Feedback on the first case ``problem_of(fn, *case)`` finds wrong (a raised :class:`_Failed` included)."""
+    try:
+        problem = next(filter(None, (problem_of(fn, *case) for case in cases)), None)
+    except _Failed as err:
+        problem = str(err)
+    return feedback(name, problem)
 
 
 def _as_tensor(result, what: str) -> torch.Tensor:
@@ -84,22 +73,8 @@ def _grid(*shape: int) -> torch.Tensor:
 
 def check_split_heads(split_heads) -> bool:
     """``split_heads(x, num_heads)``: ``(B, L, hidden) -> (B, num_heads, L, hidden // num_heads)``."""
-    name = "split_heads"
-    if _is_stub(split_heads):
-        return feedback(name, NOT_DONE)
-    problem = _not_callable(split_heads, name)
-    if problem:
-        return feedback(name, problem)
-    try:
-        for batch, length, hidden, heads in ((2, 3, 8, 4), (1, 5, 6, 3), (3, 2, 4, 1)):
-            problem = _split_problem(split_heads, batch, length, hidden, heads)
-            if problem:
-                return feedback(name, problem)
-    except _NotDone:
-        return feedback(name, NOT_DONE)
-    except _Failed as err:
-        return feedback(name, str(err))
-    return feedback(name, None)
+    cases = ((2, 3, 8, 4), (1, 5, 6, 3), (3, 2, 4, 1))  # (batch, length, hidden, heads)
+    return _verdict("split_heads", split_heads, _split_problem, cases)
 
 
 def _split_problem(split_heads, batch: int, length: int, hidden: int, heads: int) -> str | None:
@@ -136,22 +111,8 @@ def _split_problem(split_heads, batch: int, length: int, hidden: int, heads: int
 
 def check_merge_heads(merge_heads) -> bool:
     """``merge_heads(t)``: ``(B, H, L, head_dim) -> (B, L, H * head_dim)``, the inverse of split_heads."""
-    name = "merge_heads"
-    if _is_stub(merge_heads):
-        return feedback(name, NOT_DONE)
-    problem = _not_callable(merge_heads, name)
-    if problem:
-        return feedback(name, problem)
-    try:
-        for batch, heads, length, head_dim in ((2, 4, 3, 2), (1, 3, 5, 2), (3, 1, 2, 4)):
-            problem = _merge_problem(merge_heads, batch, heads, length, head_dim)
-            if problem:
-                return feedback(name, problem)
-    except _NotDone:
-        return feedback(name, NOT_DONE)
-    except _Failed as err:
-        return feedback(name, str(err))
-    return feedback(name, None)
+    cases = ((2, 4, 3, 2), (1, 3, 5, 2), (3, 1, 2, 4))  # (batch, heads, length, head_dim)
+    return _verdict("merge_heads", merge_heads, _merge_problem, cases)
 
 
 def _merge_problem(merge_heads, batch: int, heads: int, length: int, head_dim: int) -> str | None:
@@ -183,19 +144,8 @@ def _merge_problem(merge_heads, batch: int, heads: int, length: int, head_dim: i
 
 def check_param_count(mha_param_count) -> bool:
     """``mha_param_count(hidden_dim, num_heads, bias=True)``: parameters of one MHA layer."""
-    name = "mha_param_count"
-    if _is_stub(mha_param_count):
-        return feedback(name, NOT_DONE)
-    problem = _not_callable(mha_param_count, name)
-    if problem:
-        return feedback(name, problem)
-    try:
-        problem = _param_count_problem(mha_param_count)
-    except _NotDone:
-        return feedback(name, NOT_DONE)
-    except _Failed as err:
-        return feedback(name, str(err))
-    return feedback(name, problem)
+    cases = ((512, 8, True), (64, 4, True), (64, 16, True), (48, 3, False))  # (hidden_dim, num_heads, bias)
+    return _verdict("mha_param_count", mha_param_count, _param_count_problem, cases)
 
 
 def _as_int(value) -> int:
@@ -211,34 +161,31 @@ def _as_int(value) -> int:
     return int(value)
 
 
-def _param_count_problem(fn) -> str | None:
-    for hidden, heads, bias in ((512, 8, True), (64, 4, True), (64, 16, True), (48, 3, False)):
-        got = _as_int(_run(fn, hidden, heads, bias=bias))
-        weights, biases = 4 * hidden * hidden, 4 * hidden
-        expected = weights + (biases if bias else 0)
-        if got == expected:
-            continue
-        config = f"hidden_dim={hidden}, num_heads={heads}, bias={bias}"
-        one_head = _as_int(_run(fn, hidden, 1, bias=bias))
-        if one_head != got:
-            return (
-                f"for {config} you return {got}, but {one_head} with num_heads=1. The count does not "
-                "depend on num_heads: heads split the hidden_dim features, they add no parameters."
-            )
-        if bias and got == weights:
-            return f"for {config} you return {got} = 4·d², the weights only: add the 4 bias vectors (4·d)."
-        if not bias and got == weights + biases:
-            return f"for {config} you return {got}, which counts biases; with bias=False there are none (4·d²)."
-        if got in (3 * hidden * hidden + 3 * hidden * bias, 3 * hidden * hidden):
-            return (
-                f"for {config} you return {got}: that is Q, K, V only. The output projection W_O "
-                "(d·d weights + d bias) is a parameter matrix too."
-            )
+def _param_count_problem(fn, hidden: int, heads: int, bias: bool) -> str | None:
+    got = _as_int(_run(fn, hidden, heads, bias=bias))
+    weights, biases = 4 * hidden * hidden, 4 * hidden
+    expected = weights + (biases if bias else 0)
+    if got == expected:
+        return None
+    config = f"hidden_dim={hidden}, num_heads={heads}, bias={bias}"
+    one_head = _as_int(_run(fn, hidden, 1, bias=bias))
+    if one_head != got:
         return (
-            f"for {config} expected {expected}, got {got}. "
-            "Count the 4 projections (Q, K, V, O): d·d weights + d bias each."
+            f"for {config} you return {got}, but {one_head} with num_heads=1. The count does not "
+            "depend on num_heads: heads split the hidden_dim features, they add no parameters."
         )
-    return None
+    if bias and got == weights:
+        return f"for {config} you return {got} = 4·d², the weights only: add the 4 bias vectors (4·d)."
+    if not bias and got == weights + biases:
+        return f"for {config} you return {got}, which counts biases; with bias=False there are none (4·d²)."
+    if got in (3 * hidden * hidden + 3 * hidden * bias, 3 * hidden * hidden):
+        return (
+            f"for {config} you return {got}: that is Q, K, V only. The output projection W_O "
+            "(d·d weights + d bias) is a parameter matrix too."
+        )
+    return (
+        f"for {config} expected {expected}, got {got}. Count the 4 projections (Q, K, V, O): d·d weights + d bias each."
+    )
 
 
 # --------------------------------------------------------------------------- full forward
@@ -283,32 +230,17 @@ def check_mha_forward(mha_forward) -> bool:
     Uses ``layer.q_proj / k_proj / v_proj / o_proj`` and ``layer.num_heads``; must equal
     ``layer(x, context, mask)[0]`` for self-attention, a causal mask and cross-attention with padding.
     """
-    name = "mha_forward"
-    if _is_stub(mha_forward):
-        return feedback(name, NOT_DONE)
-    problem = _not_callable(mha_forward, name)
-    if problem:
-        return feedback(name, problem)
     generator = torch.Generator().manual_seed(2)
     batch, q_len, k_len, hidden, heads = 2, 5, 7, 12, 3
     x = torch.randn(batch, q_len, hidden, generator=generator, dtype=_F64)  # (B, Lq, hidden)
     context = torch.randn(batch, k_len, hidden, generator=generator, dtype=_F64)  # (B, Lk, hidden)
-    cases = (
-        ("self-attention, no mask", None, None),
-        ("self-attention, causal mask (L, L)", None, causal_mask(q_len)),
-        ("cross-attention, context padding mask (B, 1, 1, Lk)", context, padding_mask([k_len, 4], k_len)),
-    )
     layer = _make_layer(hidden, heads, seed=3)
-    try:
-        for label, ctx, mask in cases:
-            problem = _forward_problem(mha_forward, layer, x, ctx, mask, label)
-            if problem:
-                return feedback(name, problem)
-    except _NotDone:
-        return feedback(name, NOT_DONE)
-    except _Failed as err:
-        return feedback(name, str(err))
-    return feedback(name, None)
+    cases = (  # (layer, x, context, mask, label)
+        (layer, x, None, None, "self-attention, no mask"),
+        (layer, x, None, causal_mask(q_len), "self-attention, causal mask (L, L)"),
+        (layer, x, context, padding_mask([k_len, 4], k_len), "cross-attention, context padding mask (B, 1, 1, Lk)"),
+    )
+    return _verdict("mha_forward", mha_forward, _forward_problem, cases)
 
 
 def _forward_problem(fn, layer, x, context, mask, label) -> str | None:
@@ -321,13 +253,15 @@ def _forward_problem(fn, layer, x, context, mask, label) -> str | None:
         try:
             got = _as_tensor(_run(fn, x.clone(), layer, context=context, mask=mask), "mha_forward(...)")
         except _Failed as err:
+            if str(err) == NOT_DONE or not callable(fn):  # not about this case: say it plainly
+                raise
             hint = ""
             if context is not None:
                 hint = (
                     f" Hint: queries come from x (Lq={q_len}), keys and values from `context` (Lk={k_len}); "
                     f"the scores and the mask are (B, H, Lq, Lk)."
                 )
-            raise _Failed(f"{where} {err}{hint}") from err
+            return f"{where} {err}{hint}"
     if tuple(got.shape) != tuple(expected.shape):
         if tuple(got.shape) == (batch, heads, q_len, head_dim):
             return f"{where} got (B, H, Lq, head_dim) = {tuple(got.shape)}: merge the heads and apply layer.o_proj."

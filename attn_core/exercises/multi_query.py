@@ -14,33 +14,15 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from attn_core.exercises import NOT_DONE, feedback
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
 from attn_core.layers import GroupedQueryAttention, MultiQueryAttention
 from attn_core.masks import causal_mask
 
 __all__ = ["check_max_cached_tokens", "check_mqa_num_params", "check_mqa_module"]
-
-
-def _is_stub(value) -> bool:
-    return value is None or value is Ellipsis
-
-
-def _call(fn: Callable, *args, **kwargs):
-    """Run a learner's function: ``(result, None)``, or ``(None, problem)`` when it failed or is a stub."""
-    try:
-        result = fn(*args, **kwargs)
-    except NotImplementedError:
-        return None, NOT_DONE
-    except Exception as err:  # a learner's bug is feedback, not a crash
-        return None, f"calling it raised {type(err).__name__}: {err}"
-    if _is_stub(result):
-        return None, NOT_DONE
-    return result, None
 
 
 def _fmt(value: float) -> str:
@@ -68,21 +50,17 @@ def check_max_cached_tokens(fn) -> bool:
     """``fn(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element)`` -> the
     number of whole tokens (summed over the batch) whose keys and values fit in ``free_bytes``."""
     name = "max_cached_tokens"
-    if _is_stub(fn):
-        return feedback(name, NOT_DONE)
-    if not callable(fn):
-        return feedback(name, f"pass the function itself (got a {type(fn).__name__}), e.g. check(max_cached_tokens).")
     # Powers of two: every factor divides the budget exactly, so doubling one factor halves the answer.
     base = dict(free_bytes=2**30, num_layers=4, num_heads=8, num_kv_heads=2, head_dim=8, bytes_per_element=2)
     expected = _cached_tokens(**base)
-    got, problem = _call(fn, **base)
+    got, problem = call_learner(fn, **base)
     if problem:
         return feedback(name, problem)
     value = _as_number(got)
     if value is None:
         return feedback(name, f"return a number of tokens (an int), got {type(got).__name__}.")
     if value != expected:
-        other, problem = _call(fn, **{**base, "num_heads": 2 * base["num_heads"]})
+        other, problem = call_learner(fn, **{**base, "num_heads": 2 * base["num_heads"]})
         if problem:
             return feedback(name, problem)
         if _as_number(other) != value:
@@ -99,7 +77,7 @@ def check_max_cached_tokens(fn) -> bool:
                 "vector per kv head per layer (the factor 2).",
             )
         for factor in ("num_layers", "num_kv_heads", "head_dim", "bytes_per_element"):
-            halved, problem = _call(fn, **{**base, factor: 2 * base[factor]})
+            halved, problem = call_learner(fn, **{**base, factor: 2 * base[factor]})
             if problem:
                 return feedback(name, problem)
             if _as_number(halved) == value:
@@ -114,7 +92,7 @@ def check_max_cached_tokens(fn) -> bool:
     # A budget that does not divide evenly: a partial token is useless, round down.
     uneven = dict(free_bytes=10**6, num_layers=3, num_heads=8, num_kv_heads=2, head_dim=5, bytes_per_element=2)
     expected = _cached_tokens(**uneven)
-    got, problem = _call(fn, **uneven)
+    got, problem = call_learner(fn, **uneven)
     if problem:
         return feedback(name, problem)
     value = _as_number(got)
@@ -151,14 +129,10 @@ def _mqa_count_variants(hidden_dim: int, num_heads: int) -> dict[str, int]:
 def check_mqa_num_params(fn) -> bool:
     """``fn(hidden_dim, num_heads)`` -> parameters (weights and biases) of one MQA layer."""
     name = "mqa_num_params"
-    if _is_stub(fn):
-        return feedback(name, NOT_DONE)
-    if not callable(fn):
-        return feedback(name, f"pass the function itself (got a {type(fn).__name__}), e.g. check(mqa_num_params).")
     for hidden_dim, num_heads in ((1024, 16), (512, 8), (96, 3), (64, 64)):
         with torch.device("meta"):  # shapes only: no memory, no random init cost
             expected = _count(MultiQueryAttention(hidden_dim, num_heads))
-        got, problem = _call(fn, hidden_dim, num_heads)
+        got, problem = call_learner(fn, hidden_dim, num_heads)
         if problem:
             return feedback(name, problem)
         value = _as_number(got)
@@ -221,33 +195,30 @@ def _reference_variant(
 def _run_forward(layer: nn.Module, *args, **kwargs):
     """``(output, printed_text, problem)`` of one forward call."""
     printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed), torch.no_grad():
-            result = layer(*args, **kwargs)
-    except NotImplementedError:
-        return None, printed.getvalue(), NOT_DONE
-    except Exception as err:
-        hint = ""
-        if isinstance(err, RuntimeError) and ("view" in str(err) or "shape" in str(err) or "size" in str(err)):
-            hint = (
-                " Hint: k_proj(x) is (B, L, head_dim), a single head: give it a head axis with .unsqueeze(1) "
-                "instead of splitting it into num_heads heads."
-            )
-        return None, printed.getvalue(), f"forward raised {type(err).__name__}: {err}.{hint}"
-    if isinstance(result, tuple) and result:
-        result = result[0]  # (output, weights) is fine too
-    if _is_stub(result):
-        return None, printed.getvalue(), NOT_DONE
-    if not isinstance(result, torch.Tensor):
-        return None, printed.getvalue(), f"forward should return the output tensor, got {type(result).__name__}."
-    return result, printed.getvalue(), None
+    with contextlib.redirect_stdout(printed), torch.no_grad():
+        result, problem = call_learner(layer, *args, **kwargs)
+    if problem is None:
+        if isinstance(result, tuple) and result:
+            result = result[0]  # (output, weights) is fine too
+        if is_stub(result):
+            problem = NOT_DONE
+        elif not isinstance(result, torch.Tensor):
+            problem = f"forward should return the output tensor, got {type(result).__name__}."
+    elif problem.startswith("your function raised RuntimeError") and any(
+        w in problem for w in ("view", "shape", "size")
+    ):
+        problem += (
+            ". Hint: k_proj(x) is (B, L, head_dim), a single head: give it a head axis with .unsqueeze(1) "
+            "instead of splitting it into num_heads heads."
+        )
+    return result, printed.getvalue(), problem
 
 
 def check_mqa_module(cls) -> bool:
     """``cls(hidden_dim, num_heads)``: an nn.Module with q_proj/k_proj/v_proj/o_proj and
     ``forward(x, mask=None) -> (B, L, hidden_dim)``, equal to ``ac.MultiQueryAttention``."""
     name = "mqa_module"
-    if _is_stub(cls):
+    if is_stub(cls):
         return feedback(name, NOT_DONE)
     hidden_dim, num_heads, batch, length = 16, 4, 2, 5
     head_dim = hidden_dim // num_heads

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from attn_core.exercises import NOT_DONE, feedback
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
 
 __all__ = [
     "TEMPERATURE_SCORES",
@@ -30,25 +30,6 @@ __all__ = [
 TEMPERATURE_SCORES = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
 TEMPERATURE_TARGET = 0.9
 TEMPERATURE_TOLERANCE = 0.005
-
-
-def _is_stub(value) -> bool:
-    return value is None or value is Ellipsis
-
-
-def _call(fn: Callable, *args):
-    """Run the learner's function: ``(result, problem)``; ``problem`` explains a stub or a crash."""
-    if not callable(fn):
-        return None, f"pass your function itself (e.g. `my_attention`), not {type(fn).__name__}."
-    try:
-        result = fn(*args)
-    except NotImplementedError:
-        return None, NOT_DONE
-    except Exception as err:  # the learner's bug: report it instead of raising
-        return None, f"your function raised {type(err).__name__}: {err}"
-    if _is_stub(result):
-        return None, NOT_DONE
-    return result, None
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -110,7 +91,7 @@ def check_attention(attention: Callable) -> bool:
     ]
     for shape_q, shape_k, shape_v, seed in cases:
         q, k, v = _attention_case(shape_q, shape_k, shape_v, seed)
-        result, problem = _call(attention, q.clone(), k.clone(), v.clone())
+        result, problem = call_learner(attention, q.clone(), k.clone(), v.clone())
         if problem:
             return feedback(name, problem)
         if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)):
@@ -173,7 +154,7 @@ def check_score_variance(score_variance: Callable) -> bool:
     name = "variance of q·k"
     answers = {}
     for case in _VARIANCE_CASES:
-        result, problem = _call(score_variance, *case)
+        result, problem = call_learner(score_variance, *case)
         if problem:
             return feedback(name, problem)
         try:
@@ -234,7 +215,7 @@ def check_fused_qkv_split(split_qkv: Callable) -> bool:
         expected = fused(x).chunk(3, dim=-1)  # 3 × (B, L, d)
     w_chunks = fused.weight.detach().chunk(3, dim=0)  # 3 × (d, d)
 
-    result, problem = _call(split_qkv, fused)
+    result, problem = call_learner(split_qkv, fused)
     if problem:
         return feedback(name, problem)
     if not all(torch.equal(fused.state_dict()[key], value) for key, value in original.items()):
@@ -293,7 +274,7 @@ def check_fused_qkv_split(split_qkv: Callable) -> bool:
 def check_temperature(temperature) -> bool:
     """Exercise 4: a temperature T with ``softmax(TEMPERATURE_SCORES / T).max() ≈ TEMPERATURE_TARGET``."""
     name = "temperature"
-    if _is_stub(temperature):
+    if is_stub(temperature):
         return feedback(name, NOT_DONE)
     try:
         value = float(temperature)
