@@ -204,9 +204,9 @@ def explain_attention(**overrides) -> str:
 
 
 def figure_png(figure: Figure) -> bytes:
-    """PNG bytes of a figure."""
+    """PNG bytes of a figure, lightly compressed: zlib level 6 took ~28 ms a redraw, level 1 ~3 ms."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    figure.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
     return buffer.getvalue()
 
 
@@ -247,8 +247,8 @@ class Explorer:
         }
         self.controls = controls = {**controls, **display_controls}
         # A keyword that names a control sets where that control starts, e.g. gqa_explorer(num_kv_heads=4).
-        for name in [name for name in self.fixed if name in controls]:
-            controls[name].value = self.fixed.pop(name)
+        for key in [key for key in self.fixed if key in controls]:
+            controls[key].value = self.fixed.pop(key)
         self.widget = widgets.VBox(
             [
                 *rows,

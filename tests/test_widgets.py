@@ -144,6 +144,21 @@ def test_keyword_naming_a_control_sets_its_start_and_stays_movable():
     assert explorer.params()["num_kv_heads"] == 1 and "share 1 kv head(s)" in explorer.explanation.value
 
 
+@pytest.mark.parametrize(
+    "factory, name",
+    [
+        (widgets.temperature_explorer, "temperature"),
+        (widgets.heads_explorer, "heads"),
+        (widgets.gqa_explorer, "gqa"),
+        (widgets.mask_explorer, "masks"),
+    ],
+)
+def test_explorer_box_carries_its_name_as_a_css_class(factory, name):
+    """The browser tests find each explorer by this class."""
+    explorer = factory(seq_len=5)
+    assert explorer.name == name and f"attn-explorer-{name}" in explorer.widget._dom_classes
+
+
 def test_unknown_parameter_is_rejected():
     with pytest.raises(TypeError, match="unknown explorer parameter"):
         widgets.render_attention(heads=3)
