@@ -6,8 +6,10 @@ One concept per module:
 - ``masks``      boolean mask factories (True = may attend) and converters
 - ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention
 - ``kv_cache``   KVCache for token-by-token decoding
+- ``tiled``      tiled_attention: FlashAttention's forward pass, the weights never stored
 - ``plotting``   one heatmap helper for every attention array
 - ``widgets``    ipywidgets explorers (pure render functions + controls)
+- ``tiles_widget`` the tile-by-tile animation of tiled attention (notebook 07)
 - ``exercises``  the ``check_…`` functions behind the notebooks' exercises
 """
 
@@ -26,9 +28,11 @@ from attn_core.masks import (
     sliding_window_mask,
 )
 from attn_core.plotting import plot_attention
+from attn_core.tiled import tiled_attention
 
 __all__ = [
     "scaled_dot_product_attention",
+    "tiled_attention",
     "causal_mask",
     "padding_mask",
     "sliding_window_mask",

@@ -113,7 +113,7 @@ def scaled_dot_product_attention(
 
     if mask is not None:
         check_mask(mask, weights_shape)
-    if is_causal:
+    if is_causal and q_len > 1:  # one query (a decode step) sees every key: the mask would be all True
         causal = causal_mask(q_len, k_len, device=q.device)  # (Lq, Lk)
         mask = causal if mask is None else mask & causal
     if scale is None:
@@ -122,18 +122,18 @@ def scaled_dot_product_attention(
     # Grouped-query form: the `group` query heads that share a kv head are stacked along
     # the length axis, so each kv head meets its whole group in one ordinary batched matmul.
     # K and V are read once and never copied per query head (no repeat_interleave).
-    q_grouped = q.reshape(*batch, num_kv_heads, group * q_len, head_dim)  # (..., Hkv, G·Lq, D)
+    # The scale goes on q (Lq·D numbers) rather than on the scores (Lq·Lk numbers).
+    q_grouped = (q * scale).reshape(*batch, num_kv_heads, group * q_len, head_dim)  # (..., Hkv, G·Lq, D)
     scores = q_grouped @ k.transpose(-2, -1)  # (..., Hkv, G·Lq, Lk)
     scores = scores.view(weights_shape)  # (..., Hq, Lq, Lk): head h = kv_head·G + g
     # Softmax in float32 for half-precision inputs; float64 stays float64.
-    compute_dtype = torch.promote_types(scores.dtype, torch.float32)
-    scores = scores.to(compute_dtype) * scale  # (..., Hq, Lq, Lk)
+    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))  # (..., Hq, Lq, Lk)
 
     if mask is not None:
         # The most negative finite number, not -inf: exp() of it is exactly 0 next to any real
         # score, and a fully masked row gives a uniform row instead of softmax(all -inf) = NaN.
-        # In place: `scores` is our own fresh tensor and the multiply's backward does not need it.
-        scores.masked_fill_(~mask, torch.finfo(compute_dtype).min)
+        # In place: `scores` is a fresh tensor, and the matmul's backward needs its inputs, not its output.
+        scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., Hq, Lq, Lk)
     if mask is not None:
         attends_somewhere = mask.any(dim=-1, keepdim=True)  # (..., Lq, 1), broadcast shape

@@ -66,6 +66,13 @@ class KVCache:
         value_dim = self._values.shape[-1]
         return batch * heads * self._length * (head_dim + value_dim) * self._keys.element_size()
 
+    def truncate(self, length: int) -> None:
+        """Keep only the first ``length`` tokens (beam search, speculative decoding, benchmarks
+        that replay a step). No copy: the buffer stays and later appends overwrite the rest."""
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self._length:
+            raise ValueError(f"length must be an int in [0, {self._length}] (tokens cached), got {length!r}.")
+        self._length = length
+
     def reset(self) -> None:
         """Forget every cached token (keeps nothing allocated)."""
         self._keys = self._values = None

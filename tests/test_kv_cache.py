@@ -182,3 +182,22 @@ def test_bad_initial_capacity_raises(capacity):
     """initial_capacity must be an int >= 1."""
     with pytest.raises(ValueError, match=rf"initial_capacity must be an int >= 1, got {capacity!r}"):
         ac.KVCache(initial_capacity=capacity)
+
+
+def test_truncate_keeps_a_prefix_and_later_appends_overwrite_the_rest():
+    """truncate(n) forgets the newest tokens without copying; the next append continues from n."""
+    cache = ac.KVCache()
+    keys, values = torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4)  # (B, Hkv, T, D)
+    cache.update(keys, values)
+    buffer = cache._keys.data_ptr()
+    cache.truncate(4)
+    assert len(cache) == 4 and cache.nbytes == 2 * 1 * 2 * 4 * 4 * 4
+    torch.testing.assert_close(cache.keys, keys[:, :, :4])
+    new_k, new_v = torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4)
+    all_k, all_v = cache.update(new_k, new_v)
+    torch.testing.assert_close(all_k, torch.cat([keys[:, :, :4], new_k], dim=2))
+    torch.testing.assert_close(all_v, torch.cat([values[:, :, :4], new_v], dim=2))
+    assert cache._keys.data_ptr() == buffer
+    for bad in (-1, 6, 2.0, True):
+        with pytest.raises(ValueError, match="length must be an int"):
+            cache.truncate(bad)

@@ -1,0 +1,168 @@
+"""Tiled attention: FlashAttention's forward pass in plain PyTorch.
+
+``scaled_dot_product_attention`` builds the whole ``(Lq, Lk)`` score matrix, 2 GiB for
+8 heads at L = 8192 in float32 (and as much again for the weights). This module computes
+the same output without ever holding it: queries and keys are cut into tiles of
+``block_size``, and for one query tile at a time we walk over the key tiles keeping, per
+query row,
+
+- ``m``    the running max of the scores seen so far,
+- ``l``    the running sum of ``exp(score - m)``,
+- ``acc``  the running *unnormalised* output ``Σ exp(score - m) · v``.
+
+A new key tile whose scores raise the max to ``m_new`` would make the old terms use the
+wrong reference, so ``l`` and ``acc`` are first multiplied by ``exp(m - m_new)`` (the
+"online softmax"). After the last key tile, ``output = acc / l`` is exactly
+``softmax(scores) @ v``. The only large buffer is one ``(G·Tq, Tk)`` score tile per kv head.
+
+With ``is_causal`` a key tile that lies entirely in the future of every query of the tile
+is never computed (about half the tiles), and only the tiles the diagonal crosses build a
+mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attn_core.attention import check_qkv
+
+__all__ = ["tiled_attention", "DEFAULT_BLOCK_SIZE"]
+
+# The fastest of 128 / 256 / 512 on 2 CPU cores at L = 4096 and 8192, 8 heads, D = 64, 1 or 2
+# threads (`bench_tiled_attention.py --sweep`): smaller tiles pay more per-op overhead, larger
+# ones (8 MiB of scores for 8 heads) fall out of L2 and waste more work on the causal diagonal.
+DEFAULT_BLOCK_SIZE = 256
+
+
+def check_block_size(block_size: int) -> None:
+    """Raise ValueError unless ``block_size`` is an int >= 1."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(
+            f"block_size must be an int >= 1 (the number of queries and of keys per tile), got {block_size!r}. "
+            f"Try the default, {DEFAULT_BLOCK_SIZE}."
+        )
+
+
+def tiled_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    is_causal: bool = False,
+    scale: float | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> torch.Tensor:
+    """Attention output computed tile by tile, without the ``(Lq, Lk)`` weights.
+
+    Same result as ``scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)[0]``
+    up to float rounding, with memory ``O(block_size²)`` per kv head instead of ``O(Lq·Lk)``.
+
+    Args:
+        q: ``(..., Hq, Lq, D)`` queries.
+        k: ``(..., Hkv, Lk, D)`` keys; ``Hq`` must be a multiple of ``Hkv``. Query head
+            ``h`` uses kv head ``h // (Hq // Hkv)``.
+        v: ``(..., Hkv, Lk, Dv)`` values.
+        is_causal: query ``i`` sees keys ``0 .. i + (Lk - Lq)``, aligned bottom-right like
+            ``causal_mask``. When ``Lq > Lk`` the first ``Lq - Lk`` queries see no key and
+            get a zero output.
+        scale: multiplies ``Q Kᵀ``; defaults to ``1 / sqrt(D)``.
+        block_size: queries and keys per tile.
+
+    Returns:
+        ``(..., Hq, Lq, Dv)`` in the dtype of ``q``. Half-precision inputs are computed in
+        float32 (k and v are converted once, a float32 copy of each).
+    """
+    group = check_qkv(q, k, v)
+    check_block_size(block_size)
+    if not q.dtype.is_floating_point:
+        raise TypeError(f"q, k, v must be floating point, got {q.dtype}; convert with .float().")
+    *batch, num_heads, q_len, head_dim = q.shape
+    num_kv_heads, k_len, v_dim = k.shape[-3], k.shape[-2], v.shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
+    # float32 accumulation for fp16/bf16 (their exp and long sums lose too much); float64 stays.
+    compute_dtype = torch.promote_types(q.dtype, torch.float32)
+    num_matrices = math.prod(batch) * num_kv_heads  # one independent attention per (batch, kv head)
+
+    output = torch.empty(*batch, num_heads, q_len, v_dim, dtype=q.dtype, device=q.device)  # (..., Hq, Lq, Dv)
+    # Query head h = kv_head·G + g, so the G heads sharing a kv head are adjacent: a view.
+    output_grouped = output.view(num_matrices, group, q_len, v_dim)  # (N, G, Lq, Dv)
+
+    # Bottom-right alignment: query i sees keys j <= i + offset.
+    offset = k_len - q_len
+    # Queries before `first_query` see no key at all (only causal with Lq > Lk, or Lk == 0):
+    # they are zeros, and every query from `first_query` on sees key 0, so its running max is
+    # finite after the first key tile and exp(score - m) never meets (-inf) - (-inf) = NaN.
+    first_query = min(q_len, max(0, -offset)) if is_causal else 0
+    if k_len == 0:
+        first_query = q_len
+    output_grouped[:, :, :first_query].zero_()
+    if first_query == q_len:
+        return output
+
+    # (N, L, D) views when the batch dims merge (a copy otherwise, or for the float32 upcast).
+    keys = k.reshape(num_matrices, k_len, head_dim).to(compute_dtype)  # (N, Lk, D)
+    values = v.reshape(num_matrices, k_len, v_dim).to(compute_dtype)  # (N, Lk, Dv)
+
+    max_rows = group * min(block_size, q_len - first_query)
+    max_keys = min(block_size, k_len)
+    # Flat buffers that every score / query tile is a contiguous view of: the loops allocate
+    # nothing of tile size, and each tile reuses memory that is already in cache.
+    scores_storage = torch.empty(num_matrices * max_rows * max_keys, dtype=compute_dtype, device=q.device)  # flat
+    q_storage = torch.empty(num_matrices * max_rows * head_dim, dtype=compute_dtype, device=q.device)  # flat
+
+    for q_start in range(first_query, q_len, block_size):
+        q_end = min(q_start + block_size, q_len)
+        tile_len = q_end - q_start
+        rows = group * tile_len
+        # Scaling the (Tq, D) queries is cheaper than scaling every (Tq, Tk) score tile. Writing
+        # into a contiguous buffer (in compute_dtype) stacks the G heads of a kv head into rows.
+        q_tile = q_storage[: num_matrices * rows * head_dim]  # (N·G·Tq·D,) flat
+        q_slice = q[..., q_start:q_end, :].to(compute_dtype)  # (..., Hq, Tq, D), a view unless upcast
+        torch.mul(q_slice, scale, out=q_tile.view(*batch, num_heads, tile_len, head_dim))  # (..., Hq, Tq, D)
+        q_tile = q_tile.view(num_matrices, rows, head_dim)  # (N, G·Tq, D)
+
+        per_row = (num_matrices, rows, 1)
+        running_max = torch.full(per_row, -math.inf, dtype=compute_dtype, device=q.device)  # (N, G·Tq, 1)
+        running_sum = torch.zeros(num_matrices, rows, 1, dtype=compute_dtype, device=q.device)  # (N, G·Tq, 1)
+        acc = torch.zeros(num_matrices, rows, v_dim, dtype=compute_dtype, device=q.device)  # (N, G·Tq, Dv)
+
+        # Causal: the tile's last query sees keys < q_end + offset; later key tiles are skipped.
+        # Its first query sees keys < q_start + offset + 1, so tiles ending there need no mask.
+        keys_end = min(k_len, q_end + offset) if is_causal else k_len
+        unmasked_end = q_start + offset + 1 if is_causal else k_len
+
+        for k_start in range(0, keys_end, block_size):
+            k_end = min(k_start + block_size, keys_end)
+            tile_keys = k_end - k_start
+            scores = scores_storage[: num_matrices * rows * tile_keys]  # (N·G·Tq·Tk,) flat
+            scores = scores.view(num_matrices, rows, tile_keys)  # (N, G·Tq, Tk)
+            torch.bmm(q_tile, keys[:, k_start:k_end].transpose(1, 2), out=scores)  # (N, G·Tq, Tk)
+
+            if k_end > unmasked_end:
+                query_pos = torch.arange(q_start, q_end, device=q.device).unsqueeze(-1)  # (Tq, 1)
+                key_pos = torch.arange(k_start, k_end, device=q.device)  # (Tk,)
+                future = key_pos > query_pos + offset  # (Tq, Tk)
+                # -inf, so exp() gives exactly 0. A row whose keys here are all future has a
+                # finite running max from key tile 0 (see first_query), so no NaN appears.
+                scores_by_head = scores.view(num_matrices, group, tile_len, tile_keys)  # (N, G, Tq, Tk)
+                scores_by_head.masked_fill_(future, -math.inf)  # (N, G, Tq, Tk), the mask broadcasts
+
+            new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (N, G·Tq, 1)
+            probs = scores.sub_(new_max).exp_()  # (N, G·Tq, Tk), in place: unnormalised weights
+            # exp(m_old - m_new) <= 1 brings the earlier terms to the new reference max
+            # (exactly 0 on the first key tile, where m_old = -inf).
+            rescale = running_max.sub_(new_max).exp_()  # (N, G·Tq, 1), reuses running_max's memory
+            running_sum.mul_(rescale).add_(probs.sum(dim=-1, keepdim=True))  # (N, G·Tq, 1)
+            acc.mul_(rescale).baddbmm_(probs, values[:, k_start:k_end])  # (N, G·Tq, Dv)
+            running_max = new_max
+
+        # Normalise straight into the output (casting back to q's dtype): no intermediate copy.
+        torch.div(
+            acc.view(num_matrices, group, tile_len, v_dim),  # (N, G, Tq, Dv)
+            running_sum.view(num_matrices, group, tile_len, 1),  # (N, G, Tq, 1)
+            out=output_grouped[:, :, q_start:q_end],  # (N, G, Tq, Dv)
+        )
+    return output
