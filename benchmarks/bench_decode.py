@@ -103,10 +103,10 @@ def bench_layer_step() -> None:
         def step(layer=layer, cache=cache):
             # Honest decode step: project the new token, append its K/V (cache grows to 2049),
             # attend over all 2049 cached tokens, project out. Then drop the appended token again
-            # (`_length` back to 2048; the buffer is untouched) so every repeat sees the same
+            # (`truncate` back to 2048; the buffer is untouched) so every repeat sees the same
             # context instead of a cache that grows by one token per repeat.
             out, _ = layer(x_step, cache=cache, is_causal=True)  # (B, 1, hidden)
-            cache._length = CONTEXT
+            cache.truncate(CONTEXT)
             return out
 
         steps[num_kv_heads] = step
@@ -234,7 +234,7 @@ def bench_append() -> None:
 
         def kv_cache_append(cache=cache, length=length):
             cache.update(new_k, new_v)  # writes 1 token into spare capacity
-            cache._length = length  # back to T tokens for the next repeat (buffer untouched)
+            cache.truncate(length)  # back to T tokens for the next repeat (buffer untouched)
 
         def cat_append(keys=keys, values=values):
             # A naive cache: a fresh (B, Hkv, T+1, d) tensor for K and for V, copying all T tokens.
