@@ -1,0 +1,970 @@
+"""Notebook 09 (bug hunt): attention implementations with one planted bug each.
+
+The catalogue :data:`BUGS` maps a bug id to a :class:`Bug`: the story (where the bug comes
+from), the buggy implementation, a hint, the reference fix, and a ``probe`` that runs an
+implementation against ``attn_core`` and returns a specific problem (or ``None`` when it
+behaves like the reference). The learner calls :func:`check_bug` on their fix and
+:func:`check_all` (or :func:`bug_report`) for the scoreboard. Nothing here raises on a
+wrong answer: a crash in the learner's code becomes a readable problem.
+
+Two interfaces, one per kind of bug:
+
+* ``sdpa``: a function ``attention(q, k, v, mask=None)`` with q/k/v ``(B, H, L, D)`` and a
+  boolean ``mask`` (True = may attend) that broadcasts to ``(B, H, Lq, Lk)``; it returns
+  ``(out (B, H, Lq, D), weights (B, H, Lq, Lk))``. A few bugs change the arguments
+  (``dropout_p``, no mask, ...); their ``signature`` says how.
+* ``layer``: a module ``Layer(hidden_dim, num_heads[, num_kv_heads][, dropout=0.0])`` with
+  ``q_proj/k_proj/v_proj/o_proj`` laid out as in ``ac.GroupedQueryAttention`` and
+  ``forward(x, mask=None) -> (out (B, L, hidden), weights (B, H, L, L))``, where ``mask`` is
+  one boolean mask per sequence, ``(B, L, L)`` or ``(L, L)``, shared by every head.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_core.attention import scaled_dot_product_attention
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
+from attn_core.layers import GroupedQueryAttention
+from attn_core.masks import causal_mask, padding_mask
+
+__all__ = ["Bug", "BUGS", "check_bug", "bug_report", "check_all", "show_bug"]
+
+DTYPE = torch.float64  # probes compare in float64: a real bug is off by far more than 1e-12
+ATOL, RTOL = 1e-8, 1e-6
+
+# =============================================================================== buggy code
+# Every implementation below is plain, readable attention with ONE planted bug, the kind
+# people really write. The fixed version follows each one.
+
+
+class HeadsBase(nn.Module):
+    """The projections of multi-head attention, laid out as in ``ac.MultiHeadAttention`` (no bug here)."""
+
+    def __init__(self, hidden_dim, num_heads, dropout=0.0):
+        super().__init__()
+        self.hidden_dim, self.num_heads, self.dropout = hidden_dim, num_heads, dropout
+        self.head_dim = hidden_dim // num_heads
+        self.q_proj = nn.Linear(hidden_dim, hidden_dim)
+        self.k_proj = nn.Linear(hidden_dim, hidden_dim)
+        self.v_proj = nn.Linear(hidden_dim, hidden_dim)
+        self.o_proj = nn.Linear(hidden_dim, hidden_dim)
+
+    def split_heads(self, t):
+        B, L, _ = t.shape  # t (B, L, hidden)
+        return t.view(B, L, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, d)
+
+
+# ------------------------------------------------------------------ 1 · scale by the model dim
+class ScaleAttention(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.hidden_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+class ScaleAttentionFixed(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)  FIX: per-head dim
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+# ------------------------------------------------------------------ 2 · V from the key projection
+class ValueAttention(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+class ValueAttentionFixed(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)  FIX: v_proj, not k_proj
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+# ------------------------------------------------------------------ 3 · flipped mask convention
+def flipped_mask_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(mask, -1e9)  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def flipped_mask_attention_fixed(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)  # (B, H, Lq, Lk)  FIX: True = may attend, block ~mask
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+# ------------------------------------------------------------------ 4 · -inf gives NaN on padded rows
+def neg_inf_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def neg_inf_attention_fixed(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    if mask is not None:  # FIX: a row with no visible key is all -inf -> NaN; make it zeros
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+# ------------------------------------------------------------------ 5 · softmax over the wrong dim
+def wrong_dim_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-2)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def wrong_dim_attention_fixed(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)  FIX: normalise over the keys
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+# ------------------------------------------------------------------ 6 · mask applied after softmax
+def mask_after_softmax_attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def mask_after_softmax_attention_fixed(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    if mask is not None:  # FIX: mask the scores, then softmax renormalises over the visible keys
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+# ------------------------------------------------------------------ 7 · dropout before softmax
+def dropout_attention(q, k, v, dropout_p=0.0):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    scores = F.dropout(scores, p=dropout_p)  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def dropout_attention_fixed(q, k, v, dropout_p=0.0):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    weights = F.dropout(weights, p=dropout_p)  # (B, H, Lq, Lk)  FIX: drop probabilities, after softmax
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+# ------------------------------------------------------------------ 8 · dropout still active in eval
+class DropoutAttention(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = F.dropout(scores.softmax(dim=-1), p=self.dropout)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+class DropoutAttentionFixed(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        # FIX: F.dropout defaults to training=True; follow the module's train()/eval() switch
+        weights = F.dropout(scores.softmax(dim=-1), p=self.dropout, training=self.training)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+# ------------------------------------------------------------------ 9 · view without contiguous
+class ViewAttention(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).view(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+class ViewAttentionFixed(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)  FIX: reshape
+        return self.o_proj(out), weights
+
+
+# ------------------------------------------------------------------ 10 · repeat instead of repeat_interleave
+class GroupedAttention(nn.Module):
+    def __init__(self, hidden_dim, num_heads, num_kv_heads):
+        super().__init__()
+        self.hidden_dim, self.num_heads, self.num_kv_heads = hidden_dim, num_heads, num_kv_heads
+        self.head_dim = hidden_dim // num_heads
+        self.q_proj = nn.Linear(hidden_dim, num_heads * self.head_dim)
+        self.k_proj = nn.Linear(hidden_dim, num_kv_heads * self.head_dim)
+        self.v_proj = nn.Linear(hidden_dim, num_kv_heads * self.head_dim)
+        self.o_proj = nn.Linear(num_heads * self.head_dim, hidden_dim)
+
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden)
+        group = self.num_heads // self.num_kv_heads
+        q = self.q_proj(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, d)
+        k = self.k_proj(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, G, L, d)
+        v = self.v_proj(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, G, L, d)
+        k = k.repeat(1, group, 1, 1)  # (B, H, L, d)
+        v = v.repeat(1, group, 1, 1)  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+class GroupedAttentionFixed(GroupedAttention):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden)
+        group = self.num_heads // self.num_kv_heads
+        q = self.q_proj(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, d)
+        k = self.k_proj(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, G, L, d)
+        v = self.v_proj(x).view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)  # (B, G, L, d)
+        k = k.repeat_interleave(group, dim=1)  # (B, H, L, d)  FIX: kv heads 0,0,1,1, not 0,1,0,1
+        v = v.repeat_interleave(group, dim=1)  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+# ------------------------------------------------------------------ 11 · mask not broadcast per head
+class MaskAttention(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+class MaskAttentionFixed(HeadsBase):
+    def forward(self, x, mask=None):
+        B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L), True = may attend
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:  # FIX: (B, 1, L, L) or (1, L, L): one mask, broadcast over the heads
+            scores = scores.masked_fill(~mask.unsqueeze(-3), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=-1)  # (B, H, L, L)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+# ------------------------------------------------------------------ 12 · causal mask top-left in a decode step
+def causal_attention(q, k, v):
+    Lq, Lk = q.shape[-2], k.shape[-2]  # the queries are the newest Lq of Lk tokens
+    causal = torch.ones(Lq, Lk, dtype=torch.bool).tril()  # (Lq, Lk)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def causal_attention_fixed(q, k, v):
+    Lq, Lk = q.shape[-2], k.shape[-2]  # the queries are the newest Lq of Lk tokens
+    causal = torch.ones(Lq, Lk, dtype=torch.bool).tril(diagonal=Lk - Lq)  # (Lq, Lk)  FIX: bottom-right
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)
+    weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+# =============================================================================== probes
+
+
+def _randn(*shape: int, generator: torch.Generator) -> torch.Tensor:
+    return torch.randn(shape, generator=generator, dtype=DTYPE)
+
+
+def _qkv(batch: int, heads: int, q_len: int, k_len: int, dim: int, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    q = _randn(batch, heads, q_len, dim, generator=generator)  # (B, H, Lq, D)
+    k = _randn(batch, heads, k_len, dim, generator=generator)  # (B, H, Lk, D)
+    v = _randn(batch, heads, k_len, dim, generator=generator)  # (B, H, Lk, D)
+    return q, k, v
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.allclose(a.to(DTYPE), b.to(DTYPE), atol=ATOL, rtol=RTOL)
+
+
+def _unpack(result, out_shape: tuple, weights_shape: tuple) -> tuple[torch.Tensor, torch.Tensor, str | None]:
+    """Split ``(out, weights)`` and check their types and shapes."""
+    if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)):
+        return None, None, f"return a pair (out, weights) of tensors, got {type(result).__name__}."
+    out, weights = result
+    if tuple(out.shape) != out_shape:
+        return None, None, f"out should have shape {out_shape}, got {tuple(out.shape)}."
+    if tuple(weights.shape) != weights_shape:
+        return None, None, f"weights should have shape {weights_shape}, got {tuple(weights.shape)}."
+    return out.detach().to(DTYPE), weights.detach().to(DTYPE), None
+
+
+def _nan_problem(out: torch.Tensor, weights: torch.Tensor) -> str | None:
+    bad = ~torch.isfinite(out).all(dim=-1)  # (..., Lq): rows of the output with a NaN/inf
+    if not bad.any():
+        return None
+    where = bad.nonzero()[0].tolist()
+    return (
+        f"{int(bad.sum())} output rows contain NaN/inf (the first at batch, head, query = {where}). "
+        "Those are the padded queries whose every key is masked: softmax over a row that is all -inf "
+        "computes 0/0."
+    )
+
+
+def _weights_diagnosis(weights: torch.Tensor, want: torch.Tensor, mask: torch.Tensor | None, q, k) -> str:
+    """Name the usual mistake behind weights that differ from the reference ``want``."""
+    row_sums, col_sums = weights.sum(-1), weights.sum(-2)  # (..., Lq), (..., Lk)
+    if mask is not None:
+        blocked = ~mask.expand(weights.shape)  # (..., Lq, Lk)
+        allowed_rows = mask.expand(weights.shape).any(-1)  # (..., Lq)
+        if (weights[blocked].abs() > 1e-6).any():
+            flipped = scaled_dot_product_attention(q, k, k, ~mask)[1]  # (..., Lq, Lk) with the mask inverted
+            both = (allowed_rows & (~mask).expand(weights.shape).any(-1)).unsqueeze(-1).expand(weights.shape)
+            if _close(weights[both], flipped[both]) or (weights[~blocked].abs() < 1e-6).all():
+                return (
+                    "your weights are zero exactly where the mask is True and non-zero where it is False: "
+                    "the mask convention is flipped. Here True = may attend."
+                )
+            return "some weights on blocked keys (mask False) are not zero: the mask leaks."
+        if not torch.allclose(row_sums[allowed_rows], torch.ones_like(row_sums[allowed_rows]), atol=1e-6):
+            return (
+                f"the blocked weights are zero, but the rows no longer sum to 1 (query 0 of head 0 sums to "
+                f"{row_sums.flatten()[0].item():.3f}): zeroing after softmax removes probability mass instead "
+                "of renormalising over the visible keys."
+            )
+    if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-6):
+        if torch.allclose(col_sums, torch.ones_like(col_sums), atol=1e-6):
+            return (
+                "each row of your weights should sum to 1 over the keys, but yours sum to 1 down each "
+                "column: the softmax normalised over the queries."
+            )
+        return f"the rows of your weights do not sum to 1 (the first sums to {row_sums.flatten()[0].item():.3f})."
+    scores = q @ k.transpose(-2, -1)  # (..., Lq, Lk) unscaled
+    for label, scale in (("no scale at all", 1.0), ("1/d instead of 1/sqrt(d)", 1 / q.shape[-1])):
+        guess = (scores * scale).softmax(-1)  # (..., Lq, Lk)
+        if mask is None and _close(weights, guess):
+            return f"your weights use {label}; the scale is 1/sqrt(head_dim)."
+    return "the weights differ from the reference softmax(q kᵀ / sqrt(d)) (masked)."
+
+
+def _sdpa_problem(impl: Callable, args: tuple, want: tuple, mask: torch.Tensor | None, where: str) -> str | None:
+    """Run ``impl(*args)`` and compare ``(out, weights)`` with the reference ``want``."""
+    result, error = call_learner(impl, *args)
+    if error:
+        return error if error == NOT_DONE else f"{where}: {error}"
+    want_out, want_weights = want
+    out, weights, problem = _unpack(result, tuple(want_out.shape), tuple(want_weights.shape))
+    if problem:
+        return f"{where}: {problem}"
+    problem = _nan_problem(out, weights)
+    if problem:
+        return f"{where}: {problem}"
+    if mask is not None:  # a query with no visible key: any finite answer is fine (attn_core gives zeros)
+        live = mask.expand(want_weights.shape).any(-1)  # (..., Lq)
+    else:
+        live = torch.ones(want_weights.shape[:-1], dtype=torch.bool)  # (..., Lq)
+    if not _close(weights[live], want_weights[live]):
+        q, k = args[0], args[1]
+        return f"{where}: {_weights_diagnosis(weights, want_weights, mask, q, k)}"
+    if not _close(out[live], want_out[live]):
+        return f"{where}: the weights are right but out is not weights @ v."
+    return None
+
+
+def _sdpa_probe(impl: Callable) -> str | None:
+    """``attention(q, k, v, mask=None)`` against ``ac.scaled_dot_product_attention``."""
+    q, k, v = _qkv(2, 2, 5, 5, 4, seed=1)  # (B, H, L, D)
+    lengths = [5, 3]
+    pad_keys = padding_mask(lengths)  # (B, 1, 1, L)
+    pad_queries = padding_mask(lengths).transpose(-2, -1)  # (B, 1, L, 1)
+    cases = [
+        ("without a mask", None),
+        ("with a causal mask (L, L)", causal_mask(5)),
+        ("with padding, lengths [5, 3], mask (B, 1, 1, L)", pad_keys),
+        ("with padded queries AND keys (rows of a padded query are fully masked)", pad_keys & pad_queries),
+    ]
+    for where, mask in cases:
+        want = scaled_dot_product_attention(q, k, v, mask)  # (B, H, L, D), (B, H, L, L)
+        problem = _sdpa_problem(impl, (q, k, v, mask), want, mask, where)
+        if problem:
+            return problem
+    return None
+
+
+def _dropout_probe(impl: Callable) -> str | None:
+    """``attention(q, k, v, dropout_p)``: inverted dropout on the softmax weights, never flaky.
+
+    Whatever the random draw, a correct implementation gives weights that are either exactly
+    0 (dropped) or ``softmax / (1 - p)`` (kept), and some are dropped at p = 0.5 among 200.
+    """
+    q, k, v = _qkv(2, 2, 10, 10, 4, seed=2)  # (B, H, L, D)
+    want_out, want_weights = scaled_dot_product_attention(q, k, v)  # no dropout
+    problem = _sdpa_problem(impl, (q, k, v, 0.0), (want_out, want_weights), None, "with dropout_p=0")
+    if problem:
+        return problem
+    p = 0.5
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        result, error = call_learner(impl, q, k, v, p)
+    where = f"with dropout_p={p}"
+    if error:
+        return f"{where}: {error}"
+    out, weights, problem = _unpack(result, tuple(want_out.shape), tuple(want_weights.shape))
+    if problem:
+        return f"{where}: {problem}"
+    dropped = weights == 0  # (B, H, L, L)
+    if not dropped.any():
+        if weights.sum(-1).sub(1).abs().max() < 1e-6:
+            return (
+                f"{where} not one weight is exactly 0 and every row still sums to 1: the dropout zeroed "
+                "scores before the softmax (exp(0) = 1 is not 0), so whole rows are renormalised instead of "
+                "individual probabilities being dropped."
+            )
+        return f"{where} not one weight is exactly 0: the dropout must zero attention weights."
+    kept = want_weights / (1 - p)  # (B, H, L, L)
+    if not _close(weights[~dropped], kept[~dropped]):
+        return (
+            f"{where} the weights that survive are not softmax / (1 - p): apply dropout to the softmax "
+            "output (inverted dropout scales the kept ones by 1/(1-p))."
+        )
+    if not _close(out, weights @ v):
+        return f"{where} out is not weights @ v: use the dropped weights for the output."
+    return None
+
+
+def _causal_probe(impl: Callable) -> str | None:
+    """``causal_attention(q, k, v)``: the queries are the newest Lq of Lk tokens (bottom-right)."""
+    for where, q_len, k_len in (
+        ("prefill (4 queries, 4 keys)", 4, 4),
+        ("a decode step (1 new query, 5 cached keys)", 1, 5),
+        ("a chunk of 2 new queries after 3 cached tokens (5 keys)", 2, 5),
+    ):
+        q, k, v = _qkv(1, 2, q_len, k_len, 4, seed=3)  # (B, H, Lq/Lk, D)
+        want = scaled_dot_product_attention(q, k, v, is_causal=True)  # bottom-right aligned
+        result, error = call_learner(impl, q, k, v)
+        if error:
+            return error if error == NOT_DONE else f"in {where}: {error}"
+        out, weights, problem = _unpack(result, tuple(want[0].shape), tuple(want[1].shape))
+        if problem:
+            return f"in {where}: {problem}"
+        if not _close(weights, want[1]):
+            seen = (weights[0, 0, -1] > 1e-9).nonzero().flatten().tolist()
+            return (
+                f"in {where} your newest query attends to keys {seen}, but it must see all {k_len} keys "
+                "(itself and everything before it): the causal mask is aligned top-left."
+            )
+        if not _close(out, want[0]):
+            return f"in {where}: the weights are right but out is not weights @ v."
+    return None
+
+
+# ---------------------------------------------------------------------------- layer probes
+
+
+def _reference_layer(hidden_dim: int, num_heads: int, num_kv_heads: int, dropout: float, seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        ref = GroupedQueryAttention(hidden_dim, num_heads, num_kv_heads, dropout=dropout).to(DTYPE).eval()
+    with torch.no_grad():
+        for param in ref.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator, dtype=DTYPE) * 0.5)
+    return ref
+
+
+def _build_learner_layer(impl, args: tuple, kwargs: dict, ref: nn.Module) -> tuple[nn.Module | None, str | None]:
+    """Construct the learner's layer and copy the reference weights into it."""
+    with torch.random.fork_rng(devices=[]):
+        layer, error = call_learner(impl, *args, **kwargs)
+    if error:
+        return None, error
+    if not isinstance(layer, nn.Module):
+        return None, f"pass the layer class itself; calling it gave a {type(layer).__name__}, not an nn.Module."
+    try:
+        layer.to(DTYPE).load_state_dict(ref.state_dict())
+    except Exception as err:  # wrong parameter names or shapes
+        first = str(err).strip().splitlines()[0]
+        return None, (
+            "keep the q_proj/k_proj/v_proj/o_proj linear layers of the original (the probe copies reference "
+            f"weights into them): load_state_dict raised {type(err).__name__}: {first}"
+        )
+    return layer, None
+
+
+def _layer_problem(
+    impl: Callable,
+    *,
+    num_heads: int = 2,
+    num_kv_heads: int | None = None,
+    dropout: float | None = None,
+    mask: torch.Tensor | None = None,
+    batch: int = 2,
+    seq_len: int = 5,
+    hidden_dim: int = 8,
+    seed: int = 0,
+) -> str | None:
+    """Compare the learner's layer (eval mode) with ``ac.GroupedQueryAttention`` holding the same weights."""
+    args = (hidden_dim, num_heads) if num_kv_heads is None else (hidden_dim, num_heads, num_kv_heads)
+    kwargs = {} if dropout is None else {"dropout": dropout}
+    ref = _reference_layer(hidden_dim, num_heads, num_kv_heads or num_heads, dropout or 0.0, seed)
+    layer, error = _build_learner_layer(impl, args, kwargs, ref)
+    if error:
+        return error
+    layer.eval()
+    x = _randn(batch, seq_len, hidden_dim, generator=torch.Generator().manual_seed(seed + 1))  # (B, L, hidden)
+    with torch.no_grad():
+        want_out, want_weights = ref(x, mask=None if mask is None else mask.unsqueeze(-3))
+        result, error = call_learner(layer, x, mask)
+    if error:
+        return error
+    out, weights, problem = _unpack(result, tuple(want_out.shape), tuple(want_weights.shape))
+    if problem:
+        return problem
+    if _close(out, want_out) and _close(weights, want_weights):
+        return None
+    if not _close(weights, want_weights):
+        if mask is not None and mask.ndim == 3 and batch == num_heads:
+            with torch.no_grad():
+                _, crossed = ref(x, mask=mask.unsqueeze(0))  # (1, B, L, L) read as (B, H, L, L)
+            if _close(weights, crossed):
+                return (
+                    "head h of every sequence got the mask of sequence h: broadcasting lined the batch axis "
+                    "of the mask (B, L, L) up with the head axis of the scores (B, H, L, L)."
+                )
+        head_dim = hidden_dim // num_heads
+        for label, divisor in (("sqrt(hidden_dim)", math.sqrt(hidden_dim)), ("head_dim", head_dim), ("1", 1.0)):
+            if _close(weights, _reference_weights(ref, x, mask, 1 / divisor)):
+                return (
+                    f"the weights match softmax(q kᵀ / {label}) with {label} = {divisor:g}: the scores must be "
+                    f"divided by sqrt(head_dim) = {math.sqrt(head_dim):g}, the size of one head's vectors."
+                )
+        return "the attention weights differ from the reference layer's."
+    return "the attention weights match the reference but the outputs do not: check how you compute v and out."
+
+
+@torch.no_grad()
+def _reference_weights(ref: GroupedQueryAttention, x: torch.Tensor, mask, scale: float) -> torch.Tensor:
+    """The reference layer's weights computed with another ``scale``."""
+    q = ref._split_heads(ref.q_proj(x), ref.num_heads)  # (B, H, L, d)
+    k = ref._split_heads(ref.k_proj(x), ref.num_kv_heads)  # (B, G, L, d)
+    mask = None if mask is None else mask.unsqueeze(-3)  # (B, 1, L, L) or (1, L, L)
+    return scaled_dot_product_attention(q, k, k, mask, scale=scale)[1]  # (B, H, L, L)
+
+
+def _scale_probe(impl: Callable) -> str | None:
+    return _layer_problem(impl) or _layer_problem(impl, mask=causal_mask(5), seed=3)
+
+
+def _value_probe(impl: Callable) -> str | None:
+    problem = _layer_problem(impl)
+    if problem is None:
+        return None
+    if problem.startswith("the attention weights match"):
+        ref = _reference_layer(8, 2, 2, 0.0, seed=0)
+        layer, error = _build_learner_layer(impl, (8, 2), {}, ref)
+        if error:
+            return error
+        x = _randn(2, 5, 8, generator=torch.Generator().manual_seed(1))  # (B, L, hidden)
+        with torch.no_grad():
+            before, _ = layer.eval()(x)  # (B, L, hidden)
+            layer.v_proj.weight.mul_(2.0)
+            after, _ = layer(x)  # (B, L, hidden)
+        if torch.equal(before, after):
+            return (
+                "the weights match the reference but the outputs do not, and doubling v_proj's weights "
+                "does not change your output at all: v_proj is never used."
+            )
+    return problem
+
+
+def _eval_dropout_probe(impl: Callable) -> str | None:
+    p = 0.5
+    ref = _reference_layer(8, 2, 2, p, seed=0)
+    layer, error = _build_learner_layer(impl, (8, 2), {"dropout": p}, ref)
+    if error:
+        return error
+    x = _randn(2, 5, 8, generator=torch.Generator().manual_seed(1))  # (B, L, hidden)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        layer.eval()
+        first, error = call_learner(layer, x)
+        second, error2 = call_learner(layer, x)
+        if error or error2:
+            return error or error2
+        layer.train()
+        train, error = call_learner(layer, x)
+    if error:
+        return f"in train mode: {error}"
+    where = f"built with dropout={p} and switched to .eval()"
+    if not (isinstance(first, tuple) and isinstance(second, tuple) and isinstance(train, tuple)):
+        return "return a pair (out, weights)."
+    if not torch.equal(first[0], second[0]):
+        return (
+            f"{where}, two calls on the same input gave different outputs: dropout is still active in eval "
+            "mode. F.dropout(x, p) defaults to training=True."
+        )
+    problem = _layer_problem(impl, dropout=p)
+    if problem:
+        return f"{where}: {problem}"
+    if not (train[1] == 0).any():
+        return "in train mode with dropout=0.5 no attention weight was dropped: keep dropout for training."
+    return None
+
+
+def _view_probe(impl: Callable) -> str | None:
+    return _layer_problem(impl)
+
+
+def _gqa_probe(impl: Callable) -> str | None:
+    for num_heads, num_kv_heads in ((4, 2), (4, 4), (4, 1), (8, 2)):
+        problem = _layer_problem(impl, num_heads=num_heads, num_kv_heads=num_kv_heads)
+        if problem:
+            where = f"with {num_heads} query heads and {num_kv_heads} kv heads"
+            if (num_heads, num_kv_heads) == (4, 2) and not any(
+                _layer_problem(impl, num_heads=4, num_kv_heads=g) for g in (4, 1)
+            ):
+                problem += (
+                    " It is right for 4 kv heads (MHA) and 1 kv head (MQA): the query heads are paired with the "
+                    "wrong kv heads (query head h must read kv head h // (num_heads // num_kv_heads))."
+                )
+            return f"{where}: {problem}"
+    return None
+
+
+def _mask_probe(impl: Callable) -> str | None:
+    per_sequence = padding_mask([5, 3])[:, 0] & causal_mask(5)  # (B, L, L): one mask per sequence
+    for where, mask, num_heads in (
+        ("with a causal mask (L, L)", causal_mask(5), 2),
+        ("with a per-sequence mask (B=2, L, L) and 2 heads", per_sequence, 2),
+        ("with a per-sequence mask (B=2, L, L) and 4 heads", per_sequence, 4),
+    ):
+        problem = _layer_problem(impl, num_heads=num_heads, mask=mask)
+        if problem:
+            return f"{where}: {problem}"
+    return None
+
+
+# =============================================================================== catalogue
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One planted bug: where it comes from, the buggy code, a probe, a hint and the fix."""
+
+    id: str
+    title: str
+    story: str
+    signature: str
+    buggy: Callable
+    fixed: Callable
+    probe: Callable[[Callable], str | None]
+    hint: str
+
+
+BUGS: dict[str, Bug] = {
+    bug.id: bug
+    for bug in (
+        Bug(
+            "scale_by_model_dim",
+            "Scaled by the model width",
+            "Seed 001's MultiHeadAttention divides the scores by sqrt(d_model). Copying the formula "
+            "softmax(QKᵀ/√d) with d = the model size instead of the per-head size is one of the most common "
+            "slips in hand-written multi-head attention.",
+            "ScaleAttention(hidden_dim, num_heads); forward(x, mask=None) -> (out, weights)",
+            ScaleAttention,
+            ScaleAttentionFixed,
+            _scale_probe,
+            "Each head takes dot products of vectors of length head_dim, not hidden_dim. Which number sets the "
+            "variance of q·k inside one head?",
+        ),
+        Bug(
+            "value_from_key_proj",
+            "Values from the key projection",
+            "Seed 003's MultiHeadAttention computes V = self.k_proj(X): a copy-paste slip. v_proj exists, "
+            "has parameters, and is never used; every shape is right.",
+            "ValueAttention(hidden_dim, num_heads); forward(x, mask=None) -> (out, weights)",
+            ValueAttention,
+            ValueAttentionFixed,
+            _value_probe,
+            "The weights are right, the output is not. Read the three projection lines slowly: which module "
+            "produces each of q, k and v?",
+        ),
+        Bug(
+            "flipped_mask",
+            "Flipped mask convention",
+            "Seed 002 mixes two conventions in one note (PyTorch half: 0 = blocked; TensorFlow half: 1 = "
+            "blocked) and seed 004 builds a causal mask with True = blocked. nn.MultiheadAttention blocks True, "
+            "F.scaled_dot_product_attention blocks False.",
+            "flipped_mask_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            flipped_mask_attention,
+            flipped_mask_attention_fixed,
+            _sdpa_probe,
+            "In this series a mask says True = may attend. masked_fill(m, value) writes value where m is True. "
+            "Which positions should get -1e9?",
+        ),
+        Bug(
+            "neg_inf_nan",
+            "-inf turns padded rows into NaN",
+            "Seed 000's MHA, MQA and GQA all fill with -inf. Fine until a query has no visible key at all (a "
+            "padding query in a padded batch): softmax of a row of -inf is 0/0 = NaN, and the NaN spreads "
+            "through the next layer and the loss.",
+            "neg_inf_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            neg_inf_attention,
+            neg_inf_attention_fixed,
+            _sdpa_probe,
+            "Find the rows where mask.any(-1) is False. Either give them a finite fill (torch.finfo(dtype).min) "
+            "or zero their weights after the softmax, as attn_core does.",
+        ),
+        Bug(
+            "softmax_wrong_dim",
+            "Softmax over the wrong dimension",
+            "softmax(dim=1) or dim=-2 where dim=-1 was meant: legal, same shape, no error. Each key's column "
+            "sums to 1 instead of each query's row.",
+            "wrong_dim_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            wrong_dim_attention,
+            wrong_dim_attention_fixed,
+            _sdpa_probe,
+            "The weights of one query over all keys must sum to 1. Along which axis of (B, H, Lq, Lk) are the keys?",
+        ),
+        Bug(
+            "mask_after_softmax",
+            "Mask applied after the softmax",
+            "Zeroing the blocked weights after the softmax looks equivalent to masking the scores before it. It "
+            "is not: the remaining weights are never renormalised, and the future still shaped the denominator.",
+            "mask_after_softmax_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            mask_after_softmax_attention,
+            mask_after_softmax_attention_fixed,
+            _sdpa_probe,
+            "Do the rows of the weights still sum to 1? Block the scores with a very negative number before the "
+            "softmax, so the softmax itself renormalises over the visible keys.",
+        ),
+        Bug(
+            "dropout_before_softmax",
+            "Dropout before the softmax",
+            "Attention dropout drops attention probabilities (Vaswani et al.; F.scaled_dot_product_attention's "
+            "dropout_p). Dropping scores instead sets them to 0, and exp(0) = 1: nothing is dropped, rows are "
+            "just distorted and renormalised.",
+            "dropout_attention(q, k, v, dropout_p=0.0) -> (out, weights); dropout always on when dropout_p > 0",
+            dropout_attention,
+            dropout_attention_fixed,
+            _dropout_probe,
+            "After dropout, some weights should be exactly 0 and the others softmax/(1-p). Which tensor must "
+            "F.dropout see for that to happen?",
+        ),
+        Bug(
+            "dropout_in_eval",
+            "Dropout still active in eval mode",
+            "F.dropout(x, p) has training=True by default, unlike nn.Dropout, which follows module.train()/"
+            "eval(). Seed 004 even carries its own apply_dropout flag next to module.training. Result: "
+            "inference is random and evaluation scores are noisy.",
+            "DropoutAttention(hidden_dim, num_heads, dropout=0.0); forward(x, mask=None) -> (out, weights)",
+            DropoutAttention,
+            DropoutAttentionFixed,
+            _eval_dropout_probe,
+            "Look at the signature of torch.nn.functional.dropout. What does the module know about whether it "
+            "is training?",
+        ),
+        Bug(
+            "view_without_contiguous",
+            "view after transpose",
+            "Merging the heads back with .transpose(1, 2).view(B, L, hidden): transpose only swaps strides, and "
+            "view needs memory laid out in order. The classic RuntimeError of every first multi-head layer.",
+            "ViewAttention(hidden_dim, num_heads); forward(x, mask=None) -> (out, weights)",
+            ViewAttention,
+            ViewAttentionFixed,
+            _view_probe,
+            "Read the error message: it even names the fix. .reshape copies only when needed; .contiguous().view "
+            "always works too.",
+        ),
+        Bug(
+            "gqa_repeat",
+            "repeat instead of repeat_interleave for GQA",
+            "Expanding G kv heads to H query heads with k.repeat(1, H // G, 1, 1) tiles them 0,1,0,1; grouped-"
+            "query attention pairs consecutive query heads with one kv head, 0,0,1,1. Same shape, no error, and "
+            "right for MHA and MQA, so only a test with 1 < G < H catches it.",
+            "GroupedAttention(hidden_dim, num_heads, num_kv_heads); forward(x, mask=None) -> (out, weights)",
+            GroupedAttention,
+            GroupedAttentionFixed,
+            _gqa_probe,
+            "With 4 query heads and 2 kv heads, which kv head should query head 1 read? Print "
+            "torch.arange(2).repeat(2) and torch.arange(2).repeat_interleave(2).",
+        ),
+        Bug(
+            "mask_not_per_head",
+            "Per-sequence mask not broadcast over heads",
+            "A data loader hands one mask per sequence, (B, L, L); the scores are (B, H, L, L). Broadcasting "
+            "aligns shapes from the right, so the mask's batch axis meets the heads axis: an error when B != H, "
+            "silently wrong numbers when B == H. The Annotated Transformer's mask.unsqueeze(1) is there for this; "
+            "seed 000 instead demands a full (B, H, L, L) mask.",
+            "MaskAttention(hidden_dim, num_heads); forward(x, mask=None) -> (out, weights); mask (B, L, L) or (L, L)",
+            MaskAttention,
+            MaskAttentionFixed,
+            _mask_probe,
+            "Write the two shapes one above the other, right-aligned: (B, L, L) and (B, H, L, L). Insert a "
+            "size-1 head axis so the same mask serves every head.",
+        ),
+        Bug(
+            "causal_top_left",
+            "Causal mask aligned top-left in a decode step",
+            "torch.ones(Lq, Lk).tril() lets query i see keys 0..i. With a KV cache the Lq queries are the "
+            "NEWEST tokens, so the single query of a decode step sees only the first key. Prefill (Lq == Lk) "
+            "hides the bug; F.scaled_dot_product_attention(is_causal=True) is top-left too.",
+            "causal_attention(q, k, v) -> (out, weights); the queries are the last Lq of Lk tokens",
+            causal_attention,
+            causal_attention_fixed,
+            _causal_probe,
+            "Query i is token number i + (Lk - Lq) of the sequence. Which diagonal of tril keeps keys up to and "
+            "including that position?",
+        ),
+    )
+}
+
+
+# =============================================================================== learner API
+
+
+def _find(bug_id: str) -> tuple[Bug | None, str | None]:
+    bug = BUGS.get(bug_id)
+    if bug is None:
+        return None, f"unknown bug id {bug_id!r}; the ids are: {', '.join(BUGS)}."
+    return bug, None
+
+
+def _problem(bug: Bug, impl) -> str | None:
+    """The probe's verdict; never raises."""
+    if is_stub(impl):
+        return NOT_DONE
+    if impl is bug.buggy:
+        return "that is still the original buggy code: pass your fixed version."
+    try:
+        return bug.probe(impl)
+    except Exception as err:  # a probe must never crash the notebook
+        return f"could not run your code ({type(err).__name__}: {err})."
+
+
+def check_bug(bug_id: str, impl) -> bool:
+    """Run bug ``bug_id``'s test on ``impl`` (your fixed function or class): ✅ or what is still wrong."""
+    bug, error = _find(bug_id)
+    if error:
+        return feedback("check_bug", error)
+    return feedback(f"check_bug({bug_id!r})", _problem(bug, impl))
+
+
+def show_bug(bug_id: str) -> bool:
+    """Run bug ``bug_id``'s test on its buggy implementation and print what it finds (never raises)."""
+    bug, error = _find(bug_id)
+    if error:
+        return feedback("show_bug", error)
+    try:
+        problem = bug.probe(bug.buggy)
+    except Exception as err:
+        problem = f"could not run the probe ({type(err).__name__}: {err})."
+    return feedback(f"test {bug_id!r} on the buggy code", problem)
+
+
+def bug_report(fixes: Mapping[str, object]) -> int:
+    """Print the scoreboard for ``fixes`` (bug id -> your fixed implementation); return how many are fixed."""
+    lines, fixed = [], 0
+    for bug_id, bug in BUGS.items():
+        problem = _problem(bug, fixes.get(bug_id))
+        if problem is None:
+            fixed += 1
+            lines.append(f"  ✅ {bug_id}")
+        elif problem == NOT_DONE:
+            lines.append(f"  ⬜ {bug_id}: not attempted")
+        else:
+            lines.append(f"  ❌ {bug_id}: still failing")
+    print(f"fixed {fixed}/{len(BUGS)}")
+    print("\n".join(lines))
+    return fixed
+
+
+def check_all(namespace: Mapping[str, object]) -> int:
+    """Scoreboard from a namespace (pass ``globals()``): bug ``id``'s fix is the name ``fixed_<id>``."""
+    return bug_report({bug_id: namespace.get(f"fixed_{bug_id}") for bug_id in BUGS})
