@@ -7,6 +7,7 @@ One concept per module:
 - ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention
 - ``kv_cache``   KVCache for token-by-token decoding
 - ``tiled``      tiled_attention: FlashAttention's forward pass, the weights never stored
+- ``pretrained`` load_minilm: all-MiniLM-L6-v2's verified weights in our MultiHeadAttention
 - ``plotting``   one heatmap helper for every attention array
 - ``widgets``    ipywidgets explorers (pure render functions + controls)
 - ``tiles_widget`` the tile-by-tile animation of tiled attention (notebook 07)
@@ -28,6 +29,7 @@ from attn_core.masks import (
     sliding_window_mask,
 )
 from attn_core.plotting import plot_attention
+from attn_core.pretrained import load_minilm
 from attn_core.tiled import tiled_attention
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "GroupedQueryAttention",
     "KVCache",
     "plot_attention",
+    "load_minilm",
 ]
 
 __version__ = "0.1.0"
