@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-import html
+import time
 from collections import OrderedDict
 
 import torch
 from matplotlib.figure import Figure
 
 from attn_core.plotting import plot_attention
-from attn_core.widgets import _STYLE, Explorer, figure_png
+from attn_core.widgets import _STYLE, Explorer
 
 __all__ = ["PATTERNS", "head_scores", "thin_labels", "HeadView", "HeadViewExplorer", "head_view_explorer"]
 
@@ -137,32 +137,25 @@ class HeadViewExplorer(Explorer):
         return params
 
     def update(self, change=None) -> None:
-        import time
-
-        values = {key: control.value for key, control in self.controls.items()}
         start = time.perf_counter()
-        try:
-            sentence = values["sentence"].strip()
-            if not sentence:
-                raise ValueError("type a sentence.")
-            figure = self.view.render(
-                sentence,
-                values["layer"],
-                values["head"],
-                panel_size=values["panel_size"],
-                font_scale=values["font_scale"],
-                values=values["values"],
-            )
-            text = self.view.explain(sentence, values["layer"], values["head"])
-        except ValueError as err:
-            self.error = str(err)
-            self.explanation.value = f'<b style="color:#b00020">Not possible: {html.escape(str(err))}</b>'
-            return
-        self.error = None
-        self.figure = figure
-        self.image.value = figure_png(figure)
+        super().update(change)
         self.render_ms = (time.perf_counter() - start) * 1000
-        self.explanation.value = html.escape(text)
+
+    def render(self, params: dict) -> tuple[Figure, str]:
+        # The full sentence comes from its control: params() shortens it to name saved files.
+        values = {key: control.value for key, control in self.controls.items()}
+        sentence = values["sentence"].strip()
+        if not sentence:
+            raise ValueError("type a sentence.")
+        figure = self.view.render(
+            sentence,
+            values["layer"],
+            values["head"],
+            panel_size=values["panel_size"],
+            font_scale=values["font_scale"],
+            values=values["values"],
+        )
+        return figure, self.view.explain(sentence, values["layer"], values["head"])
 
 
 def head_view_explorer(model, sentence: str = "The cat sat on the mat because it was tired.", **fixed):

@@ -20,7 +20,6 @@ explorer shows a PNG in an ``ipywidgets.Image``.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,7 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from attn_core.masks import causal_mask
-from attn_core.widgets import Explorer, figure_png
+from attn_core.widgets import Explorer
 
 __all__ = [
     "TILE_DEFAULTS",
@@ -508,31 +507,24 @@ class TilesExplorer(Explorer):
         self.widget.children = (*rows, *self.widget.children[num_rows:])
 
     def update(self, change=None) -> None:
-        """Fit the step slider to the grid, then re-render; an impossible setting shows its message."""
-        if self._syncing:
-            return
+        if not self._syncing:  # moving the step slider below must not re-enter
+            super().update(change)
+
+    def render(self, params: dict) -> tuple[Figure, str]:
+        """Fit the step slider to the grid (it shrinks with larger blocks), then draw that step."""
         step = self.controls["step"]
+        total = len(
+            tile_schedule(params["q_len"], params["k_len"], params["block_q"], params["block_k"], params["is_causal"])
+        )
+        self._syncing = True
         try:
-            p = self.params()
-            total = len(tile_schedule(p["q_len"], p["k_len"], p["block_q"], p["block_k"], p["is_causal"]))
-            self._syncing = True
-            try:
-                step.max = total  # clamps the value when the grid shrank
-                self.play.max = total
-                self.play.value = step.value
-            finally:
-                self._syncing = False
-            params = self.params()
-            figure = render_tiles(**params)
-            text = explain_tiles(**params)
-        except ValueError as err:
-            self.error = str(err)
-            self.explanation.value = f'<b style="color:#b00020">Not possible: {html.escape(str(err))}</b>'
-            return
-        self.error = None
-        self.figure = figure
-        self.image.value = figure_png(figure)
-        self.explanation.value = html.escape(text)
+            step.max = total  # clamps the value when the grid shrank
+            self.play.max = total
+            self.play.value = step.value
+        finally:
+            self._syncing = False
+        params = self.params()
+        return render_tiles(**params), explain_tiles(**params)
 
 
 def tiles_explorer(**fixed) -> TilesExplorer:

@@ -269,12 +269,15 @@ class Explorer:
     def params(self) -> dict:
         return {**self.fixed, **{key: control.value for key, control in self.controls.items()}}
 
+    def render(self, params: dict) -> tuple[Figure, str]:
+        """The figure and its explanation line for ``params``: the one method a subclass replaces
+        to draw something else (the tiles of notebook 07, a real model's heads in 08)."""
+        return render_attention(**params), explain_attention(**params)
+
     def update(self, change=None) -> None:
         """Re-render from the controls; an impossible setting shows its message instead of a traceback."""
-        params = self.params()
         try:
-            figure = render_attention(**params)
-            text = explain_attention(**params)
+            figure, text = self.render(self.params())
         except ValueError as err:
             self.error = str(err)
             self.explanation.value = f'<b style="color:#b00020">Not possible: {html.escape(str(err))}</b>'
