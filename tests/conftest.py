@@ -6,11 +6,13 @@ the first call of a torch op can be slow, and a timing limit would only add flak
 """
 
 import os
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
@@ -32,3 +34,48 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+# ----------------------------------------------------------------------------- browser tests
+# tests/e2e (JupyterLab) and tests/test_slides.py (offline decks) drive Debian's Chromium
+# through Playwright. They share ONE session-scoped browser: a second sync Playwright cannot
+# start while another runs in the same thread.
+CHROMIUM = Path(os.environ.get("ATTN_E2E_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+def _skip_or_fail(reason: str) -> None:
+    """Skip on a learner's machine; under CI (``CI`` set) a missing tool fails, so CI cannot go
+    green by silently skipping."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set, so this must run, but: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def skip_or_fail():
+    return _skip_or_fail
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the session (never `playwright install`: Debian's package)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as err:
+        _skip_or_fail(f"Playwright for Python is not importable ({err}); pip install playwright")
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        _skip_or_fail(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set ATTN_E2E_CHROMIUM)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -14,7 +14,6 @@ skipped, unless ``CI`` is set: then it fails, so CI cannot go green by skipping.
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shutil
 import time
@@ -25,27 +24,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "01_scaled_dot_product_attention.ipynb"
-CHROMIUM = Path(os.environ.get("ATTN_E2E_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
-
-
-def _ci() -> bool:
-    """Same rule as tests/conftest.py: any non-empty ``CI`` means we are in CI."""
-    return bool(os.environ.get("CI"))
-
-
-def _skip_or_fail(reason: str) -> None:
-    if _ci():
-        pytest.fail(f"CI is set, so this must run, but: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def _load_build():
@@ -77,10 +56,10 @@ def script_and_link_refs(html: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def deck(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def deck(tmp_path_factory: pytest.TempPathFactory, skip_or_fail) -> Path:
     """Notebook 01's deck, built by slides/build.py into a fresh folder (``npm ci`` first if needed)."""
     if not build.NODE_MODULES.is_dir() and shutil.which("npm") is None:
-        _skip_or_fail(f"{build.NODE_MODULES} is missing and there is no npm to run `npm ci`")
+        skip_or_fail(f"{build.NODE_MODULES} is missing and there is no npm to run `npm ci`")
     out = tmp_path_factory.mktemp("slides")
     npm_s = build.ensure_node_modules()
     start = time.perf_counter()
@@ -124,14 +103,7 @@ def test_remote_references_detects_cdn_loaders() -> None:
     assert not build.remote_references('<script src="vendor/requirejs/require.js"></script><a href="https://x">x</a>')
 
 
-def test_deck_opens_offline_in_chromium(deck: Path) -> None:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as err:
-        _skip_or_fail(f"Playwright for Python is not importable ({err}); pip install playwright")
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        _skip_or_fail(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set ATTN_E2E_CHROMIUM)")
-
+def test_deck_opens_offline_in_chromium(deck: Path, browser) -> None:
     blocked: list[str] = []
     failed: list[str] = []
     errors: list[str] = []
@@ -143,45 +115,43 @@ def test_deck_opens_offline_in_chromium(deck: Path) -> None:
             blocked.append(r.request.url)
             r.abort()
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 800}, offline=True)
-            context.set_default_timeout(20_000)
-            page = context.new_page()
-            page.route("**/*", route)
-            page.on("pageerror", lambda err: errors.append(f"pageerror: {err}"))
-            page.on("console", lambda msg: msg.type == "error" and errors.append(f"console: {msg.text}"))
-            page.on("requestfailed", lambda req: req.url.startswith("file:") and failed.append(req.url))
-            page.goto(deck.as_uri())
-            # Reveal is an AMD module here (require.js is on the page), so ask require.js for it.
-            reveal = "require('vendor/reveal.js/dist/reveal.js')"
-            page.wait_for_function(f"() => {{ try {{ return {reveal}.isReady(); }} catch (e) {{ return false; }} }}")
-            assert page.evaluate(f"{reveal}.getTotalSlides()") > 1
-            assert page.locator(".reveal .slides section").count() > 1
-            before = page.evaluate(f"{reveal}.getCurrentSlide().id || {reveal}.getIndices().h")
-            page.keyboard.press("ArrowRight")  # reveal.js 4: the next horizontal slide
-            page.wait_for_function(
-                f"before => ({reveal}.getCurrentSlide().id || {reveal}.getIndices().h) !== before", arg=before
-            )
-            # MathJax 2 typesets the whole deck on load; the template calls MathJax.Hub on every slide change.
-            page.wait_for_function(
-                "() => window.MathJax && MathJax.Hub && document.querySelectorAll('.reveal .mjx-chtml').length > 0"
-            )
-            math_slide = page.evaluate(
-                f"""() => {{
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, offline=True)
+    try:
+        context.set_default_timeout(20_000)
+        page = context.new_page()
+        page.route("**/*", route)
+        page.on("pageerror", lambda err: errors.append(f"pageerror: {err}"))
+        page.on("console", lambda msg: msg.type == "error" and errors.append(f"console: {msg.text}"))
+        page.on("requestfailed", lambda req: req.url.startswith("file:") and failed.append(req.url))
+        page.goto(deck.as_uri())
+        # Reveal is an AMD module here (require.js is on the page), so ask require.js for it.
+        reveal = "require('vendor/reveal.js/dist/reveal.js')"
+        page.wait_for_function(f"() => {{ try {{ return {reveal}.isReady(); }} catch (e) {{ return false; }} }}")
+        assert page.evaluate(f"{reveal}.getTotalSlides()") > 1
+        assert page.locator(".reveal .slides section").count() > 1
+        before = page.evaluate(f"{reveal}.getCurrentSlide().id || {reveal}.getIndices().h")
+        page.keyboard.press("ArrowRight")  # reveal.js 4: the next horizontal slide
+        page.wait_for_function(
+            f"before => ({reveal}.getCurrentSlide().id || {reveal}.getIndices().h) !== before", arg=before
+        )
+        # MathJax 2 typesets the whole deck on load; the template calls MathJax.Hub on every slide change.
+        page.wait_for_function(
+            "() => window.MathJax && MathJax.Hub && document.querySelectorAll('.reveal .mjx-chtml').length > 0"
+        )
+        math_slide = page.evaluate(
+            f"""() => {{
                     const math = document.querySelector('.reveal .slides .mjx-chtml');
                     const slide = math.closest('section section') || math.closest('section');
                     const indices = {reveal}.getIndices(slide);
                     {reveal}.slide(indices.h, indices.v);
                     return indices;
                 }}"""
-            )
-            page.wait_for_timeout(500)  # the slide transition and MathJax's re-render on slidechanged
-            box = page.locator("section.present .mjx-chtml").first.bounding_box()
-            assert box and box["width"] > 0 and box["height"] > 0, f"LaTeX on slide {math_slide} is not rendered"
-        finally:
-            browser.close()
+        )
+        page.wait_for_timeout(500)  # the slide transition and MathJax's re-render on slidechanged
+        box = page.locator("section.present .mjx-chtml").first.bounding_box()
+        assert box and box["width"] > 0 and box["height"] > 0, f"LaTeX on slide {math_slide} is not rendered"
+    finally:
+        context.close()
 
     assert not errors, f"errors while presenting offline: {errors}"
     assert not failed, f"vendored files the deck asked for but vendor/ lacks: {failed}"

@@ -5,10 +5,10 @@ blank output in JupyterLab (the widget manager, the comm round trip and the PNG 
 in the browser). These fixtures start exactly what a learner runs, on a throwaway copy of the
 notebooks so autosave never touches the real files.
 
-Requirements: Playwright for Python (``playwright``) and a Chromium at ``/usr/bin/chromium``
-(override with ``ATTN_E2E_CHROMIUM``). Without them every test here is skipped, unless the
-``CI`` environment variable is set: then a missing browser is a failure, so CI cannot go green
-by silently skipping.
+The browser itself is the session fixture ``browser`` of tests/conftest.py (shared with the
+slides test): Playwright for Python and a Chromium at ``/usr/bin/chromium`` (override with
+``ATTN_E2E_CHROMIUM``). Without them every test here is skipped, unless the ``CI`` environment
+variable is set: then a missing browser is a failure, so CI cannot go green by silently skipping.
 
 Slider-to-settled-image latencies collected by the tests are printed at the end of the session
 and, when ``ATTN_E2E_REPORT`` names a file, written there as JSON.
@@ -37,15 +37,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = Path(os.environ.get("ATTN_E2E_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
 SERVER_START_TIMEOUT_S = 120  # a cold `jupyter lab` takes ~7 s here; the machine is shared
 SERVER_STOP_TIMEOUT_S = 30
 
@@ -59,26 +50,6 @@ LAB_SETTINGS = {
 }
 
 
-def _ci() -> bool:
-    """Same rule as tests/conftest.py: any non-empty ``CI`` means we are in CI."""
-    return bool(os.environ.get("CI"))
-
-
-def missing_requirement() -> str | None:
-    """Why the browser tests cannot run here, or None when they can."""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError as err:
-        return f"Playwright for Python is not importable ({err}); pip install playwright"
-    try:
-        import jupyterlab  # noqa: F401
-    except ImportError as err:
-        return f"jupyterlab is not importable ({err})"
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        return f"no Chromium at {CHROMIUM} (apt-get install chromium, or set ATTN_E2E_CHROMIUM)"
-    return None
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: drives a real JupyterLab in headless Chromium (deselect: -m 'not e2e')")
     config.stash[RECORDS] = []
@@ -90,17 +61,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(item.fspath).parents:
             item.add_marker(pytest.mark.e2e)
-
-
-@pytest.fixture(scope="session")
-def requirements() -> None:
-    """Skip (or, under CI, fail) when the browser stack is missing."""
-    reason = missing_requirement()
-    if reason is None:
-        return
-    if _ci():
-        pytest.fail(f"CI is set, so the browser tests must run, but: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 # --------------------------------------------------------------------------------------- server
@@ -230,7 +190,7 @@ def stop_lab(lab: Lab) -> None:
 
 
 @pytest.fixture(scope="session")
-def lab(requirements, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def lab(browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """One JupyterLab for the whole session (starting one costs seconds; kernels are per notebook)."""
     server = start_lab(tmp_path_factory.mktemp("lab"))
     try:
@@ -240,19 +200,6 @@ def lab(requirements, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]
 
 
 # -------------------------------------------------------------------------------------- browser
-
-
-@pytest.fixture(scope="session")
-def browser(requirements):
-    """One headless Chromium for the session; each test gets its own context and page."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture
