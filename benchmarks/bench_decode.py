@@ -28,32 +28,16 @@ import argparse
 import math
 import os
 import platform
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from timing import round_robin_medians  # benchmarks/timing.py (scripts run from their folder)
 
 import attn_core as ac
 
 HIDDEN, NUM_HEADS, HEAD_DIM = 1024, 16, 64
 BATCH, CONTEXT = 8, 2048
 KV_HEADS = (16, 4, 1)  # MHA, GQA-4, MQA
-
-
-def round_robin_medians(fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 2) -> dict[str, float]:
-    """Median seconds of each fn; every round runs each fn once, in turn."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def family(num_kv_heads: int) -> str:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
-import time
 
 import matplotlib
+from timing import round_robin_medians  # benchmarks/timing.py (scripts run from their folder)
 
 matplotlib.use("Agg")
 
@@ -25,17 +24,6 @@ import torch.nn.functional as F  # noqa: E402
 
 import attn_core as ac  # noqa: E402
 from attn_core import widgets  # noqa: E402
-
-
-def median_seconds(fn, repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def bench_kernels() -> None:
@@ -50,12 +38,14 @@ def bench_kernels() -> None:
         for causal in (False, True):
             args = (q, k, v)
             with torch.inference_mode():
-                reference = median_seconds(
-                    lambda a=args, c=causal: F.scaled_dot_product_attention(*a, is_causal=c), repeats
+                medians = round_robin_medians(
+                    {
+                        "torch": lambda a=args, c=causal: F.scaled_dot_product_attention(*a, is_causal=c),
+                        "ours": lambda a=args, c=causal: ac.scaled_dot_product_attention(*a, is_causal=c),
+                    },
+                    repeats,
                 )
-                ours = median_seconds(
-                    lambda a=args, c=causal: ac.scaled_dot_product_attention(*a, is_causal=c), repeats
-                )
+            reference, ours = medians["torch"], medians["ours"]
             row = f"| {length} | {'yes' if causal else 'no'} | {reference * 1e3:.2f} | {ours * 1e3:.2f} |"
             print(f"{row} {ours / reference:.1f}× |")
 
@@ -76,7 +66,8 @@ def bench_render() -> None:
     print("| explorer view | median (ms) |")
     print("|---|---:|")
     for name, params in RENDER_CASES:
-        seconds = median_seconds(lambda params=params: widgets.figure_png(widgets.render_attention(**params)), 20)
+        redraw = {name: lambda params=params: widgets.figure_png(widgets.render_attention(**params))}
+        seconds = round_robin_medians(redraw, 20)[name]
         print(f"| {name} | {seconds * 1e3:.0f} |")
 
 

@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +40,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from timing import round_robin_medians  # benchmarks/timing.py (scripts run from their folder)
 
 import attn_core as ac
 
@@ -134,20 +134,6 @@ def measure_peak(kernel: str, length: int, is_causal: bool, threads: int) -> dic
 # --------------------------------------------------------------------------- time
 
 
-def round_robin_medians(fns: dict[str, Callable[[], object]], rounds: int, warmup: int = 1) -> dict[str, float]:
-    """Median seconds of each fn; every round runs each fn once, in turn."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def seconds_once(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
@@ -159,9 +145,9 @@ def time_kernels(length: int, is_causal: bool) -> dict[str, float]:
     fns = {name: functools.partial(kernel_fn(name, is_causal), q, k, v) for name in KERNELS}
     with torch.inference_mode():
         if length <= 4096:
-            return round_robin_medians(fns, rounds=5)
+            return round_robin_medians(fns, rounds=5, warmup=1)
         naive = fns.pop("naive")
-        medians = round_robin_medians(fns, rounds=3)
+        medians = round_robin_medians(fns, rounds=3, warmup=1)
         medians["naive"] = seconds_once(naive)  # ~4 GiB and seconds per call: once, warm
         return medians
 
@@ -181,7 +167,7 @@ def sweep(threads_options: tuple[int, ...], block_sizes: tuple[int, ...]) -> Non
                 for block in block_sizes:
                     fns[block] = functools.partial(kernel_fn("tiled", is_causal, block), q, k, v)
                 with torch.inference_mode():
-                    medians = round_robin_medians(fns, rounds=3)
+                    medians = round_robin_medians(fns, rounds=3, warmup=1)
                 ratios = " | ".join(f"{medians[b] / medians['torch']:.2f}×" for b in block_sizes)
                 causal = "yes" if is_causal else "no"
                 print(f"| {threads} | {length} | {causal} | {medians['torch'] * 1e3:.0f} | {ratios} |", flush=True)
