@@ -7,11 +7,12 @@ One concept per module:
 - ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention
 - ``kv_cache``   KVCache for token-by-token decoding
 - ``tiled``      tiled_attention: FlashAttention's forward pass, the weights never stored
-- ``pretrained`` load_minilm: all-MiniLM-L6-v2's verified weights in our MultiHeadAttention
-- ``plotting``   one heatmap helper for every attention array
-- ``widgets``    ipywidgets explorers (pure render functions + controls)
-- ``tiles_widget`` the tile-by-tile animation of tiled attention (notebook 07)
-- ``exercises``  the ``check_…`` functions behind the notebooks' exercises
+
+Grouped by what they are for:
+
+- ``models/``    real pretrained weights in our layers (``load_minilm``)
+- ``viz/``       plots and explorers (``plot_attention``, widgets, tiles, head view)
+- ``exercises/`` the ``check_…`` functions behind the notebooks' exercises
 """
 
 from attn_core.attention import scaled_dot_product_attention
@@ -28,8 +29,8 @@ from attn_core.masks import (
     prefix_lm_mask,
     sliding_window_mask,
 )
-from attn_core.plotting import plot_attention
-from attn_core.pretrained import load_minilm
+from attn_core.models.minilm import load_minilm
+from attn_core.viz.plotting import plot_attention
 from attn_core.tiled import tiled_attention
 
 __all__ = [

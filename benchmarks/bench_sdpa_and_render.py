@@ -23,7 +23,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core import widgets  # noqa: E402
+from attn_core.viz import widgets  # noqa: E402
 
 
 def bench_kernels() -> None:

@@ -6,7 +6,7 @@ byte-for-byte reproducible:
 - ``sdpa_dataflow.png``        Q, K, V -> QKᵀ -> scale -> mask -> softmax -> dropout -> ·V
 - ``mha_mqa_gqa_sharing.png``  which query heads share which K/V heads in MHA, GQA, MQA
 
-Query heads are coloured with ``attn_core.plotting.group_colors``, so the diagram
+Query heads are coloured with ``attn_core.viz.plotting.group_colors``, so the diagram
 matches the explorers' heatmap frames.
 """
 
@@ -23,7 +23,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
-from attn_core.plotting import group_colors  # noqa: E402
+from attn_core.viz.plotting import group_colors  # noqa: E402
 
 DPI = 110
 FONT = 15  # projector-sized base font, in points

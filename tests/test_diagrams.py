@@ -63,7 +63,7 @@ def test_committed_diagrams_exist(name):
 def test_sharing_diagram_uses_the_explorers_group_colours():
     from matplotlib.colors import to_hex
 
-    from attn_core.plotting import group_colors
+    from attn_core.viz.plotting import group_colors
 
     fig = load_script().sharing_diagram()
     wires = [to_hex(line.get_color()) for line in fig.axes[0].lines]  # one per query head, panel by panel

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attn_core as ac
-from attn_core import widgets
+from attn_core.viz import widgets
 
 EXPLORERS = [widgets.temperature_explorer, widgets.heads_explorer, widgets.gqa_explorer, widgets.mask_explorer]
 

@@ -422,7 +422,7 @@ BROKEN_EXPLORERS = '''\
 import ipywidgets as w
 from matplotlib.figure import Figure
 
-from attn_core import widgets as W
+from attn_core.viz import widgets as W
 
 
 class RaisingExplorer(W.Explorer):
@@ -474,7 +474,7 @@ def test_checker_fails_on_error_outputs(page, lab):
         lab.notebooks / "e2e_raises.ipynb",
         'import sys\nprint("warning on stderr", file=sys.stderr)',
         'raise RuntimeError("deliberate error")',
-        "from attn_core import widgets\nwidgets.gqa_explorer()",
+        "from attn_core.viz import widgets\nwidgets.gqa_explorer()",
     )
     with pytest.raises(AssertionError, match="2 error output") as failure:
         check_notebook(page, lab, notebook)

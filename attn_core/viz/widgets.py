@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.masks import causal_mask, padding_mask, prefix_lm_mask, sliding_window_mask
-from attn_core.plotting import plot_attention
+from attn_core.viz.plotting import plot_attention
 
 __all__ = [
     "DEFAULTS",

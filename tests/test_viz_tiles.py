@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import attn_core as ac
-from attn_core import tiles_widget as tw
+from attn_core.viz import tiles as tw
 
 SHAPES = [  # (q_len, k_len, block_q, block_k)
     (32, 32, 8, 8),
