@@ -5,8 +5,8 @@
    ``ac.MultiQueryAttention``: hidden 1024, 16 query heads (head_dim 64), kv heads 16 / 4 / 1,
    a KVCache holding 2048 tokens, batch 8, float32. Target: MQA <= 0.3x MHA, GQA-4 <= 0.5x MHA.
 2. The attention kernel alone on decode-shaped inputs (one query token per sequence against the
-   2048 cached tokens) in four forms: K/V expanded with ``repeat_interleave``, the seed notes'
-   5-D "broadcast" form, the grouped-query form (queries of a group stacked, attn_core's), and
+   2048 cached tokens) in four forms: K/V expanded with ``repeat_interleave``, the
+   5-D "broadcast" form many tutorials use, the grouped-query form (queries of a group stacked, attn_core's), and
    ``F.scaled_dot_product_attention(enable_gqa=True)``, plus ``ac.scaled_dot_product_attention``
    (the grouped-query form with masking and returned weights); at kv heads 16 / 4 / 1.
 3. Appending one token to a cache of T tokens: ``ac.KVCache.update`` (writes into spare
@@ -123,7 +123,7 @@ def attend_repeat_interleave(q, k, v):
 
 
 def attend_broadcast_5d(q, k, v):
-    """The seed notes' form: q (B, G, n, Lq, d) against k (B, G, 1, T, d).
+    """The 5-D "broadcast" form many tutorials use: q (B, G, n, Lq, d) against k (B, G, 1, T, d).
 
     Looks copy-free, but torch.matmul folds the broadcast batch dims into one bmm batch by
     expanding K (and V) to (B, G, n, ...) and making them contiguous: a copy of the cache.
