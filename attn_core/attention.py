@@ -8,6 +8,7 @@ are all masked returning zeros instead of NaN.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -17,8 +18,12 @@ __all__ = ["scaled_dot_product_attention", "check_qkv", "check_dropout_p"]
 
 
 def check_dropout_p(dropout_p: float) -> None:
-    """Raise ValueError unless ``0 <= dropout_p < 1``."""
-    if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
+    """Raise ValueError unless ``dropout_p`` is a real number with ``0 <= dropout_p < 1``.
+
+    Any real number is accepted (``0.1``, ``np.float32(0.1)``); bools, tensors and NaN are not.
+    """
+    is_real = isinstance(dropout_p, numbers.Real) and not isinstance(dropout_p, bool)
+    if not (is_real and 0.0 <= dropout_p < 1.0):  # NaN fails both comparisons
         raise ValueError(
             f"dropout_p must be a number in [0, 1), got {dropout_p!r}. "
             "It is the probability of zeroing each attention weight; p=1 would zero them all."
@@ -26,7 +31,7 @@ def check_dropout_p(dropout_p: float) -> None:
 
 
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
-    """Validate q/k/v shapes for attention; return the query heads per kv head (the group size).
+    """Validate q/k/v shapes, dtypes and devices; return the query heads per kv head (the group size).
 
     q ``(..., Hq, Lq, D)``, k ``(..., Hkv, Lk, D)``, v ``(..., Hkv, Lk, Dv)``.
     """
@@ -71,7 +76,27 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
         )
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}; cast with .to(q.dtype).")
+    if not q.dtype.is_floating_point:  # int, bool and complex: softmax and the scale need real floats
+        raise TypeError(
+            f"q, k, v must be floating point, got {q.dtype}; convert them with .float() "
+            "(or .double(), .half(), .bfloat16())."
+        )
+    if not (q.device == k.device == v.device):
+        raise ValueError(
+            f"q, k, v must be on one device, got q on {q.device}, k on {k.device}, v on {v.device}; "
+            "move them with .to(q.device)."
+        )
     return num_heads // num_kv_heads
+
+
+def default_scale(head_dim: int) -> float:
+    """``1 / sqrt(head_dim)``; raise ValueError for ``head_dim == 0`` (no default exists)."""
+    if head_dim == 0:
+        raise ValueError(
+            "q and k have head_dim 0 (last dim), so the default scale 1/sqrt(head_dim) is undefined; "
+            "pass scale=... explicitly, or give q and k a feature dim >= 1."
+        )
+    return 1.0 / math.sqrt(head_dim)
 
 
 def scaled_dot_product_attention(
@@ -102,8 +127,20 @@ def scaled_dot_product_attention(
     Returns:
         ``(output (..., Hq, Lq, Dv), weights (..., Hq, Lq, Lk))``. ``weights`` are the ones
         multiplied with ``v`` (after dropout), so ``output == weights @ v`` with kv heads
-        expanded. A query whose keys are all masked gets zero weights and a zero output.
-        fp16/bf16 inputs take the softmax in float32 and return their own dtype.
+        expanded (up to one rounding of the weights in half precision, see below). A query
+        whose keys are all masked gets zero weights and a zero output.
+
+    Half precision: fp16/bf16 inputs are upcast to float32 for the whole computation
+    (``Q Kᵀ``, softmax and ``weights @ V``; a float32 copy of k and v), so a score above
+    65504 does not overflow and the error matches torch's own half kernel. Output and
+    weights come back in the input dtype (the weights rounded once, at the end).
+
+    Garbage in masked positions: a masked key's score is replaced before the softmax,
+    so masked keys may hold anything, NaN and inf included. A masked value is multiplied
+    by a weight of exactly 0, so masked values may hold any *finite* garbage and the
+    result is bitwise unchanged. NaN or inf in a masked value gives ``0 · NaN = NaN`` in
+    every row that multiplies it, fully masked rows included; torch's
+    ``F.scaled_dot_product_attention`` does the same (and can give NaN for NaN/inf masked keys too).
     """
     group = check_qkv(q, k, v)
     check_dropout_p(dropout_p)
@@ -112,22 +149,24 @@ def scaled_dot_product_attention(
     weights_shape = (*batch, num_heads, q_len, k_len)
 
     if mask is not None:
-        check_mask(mask, weights_shape)
+        check_mask(mask, weights_shape, device=q.device)
     if is_causal and q_len > 1:  # one query (a decode step) sees every key: the mask would be all True
         causal = causal_mask(q_len, k_len, device=q.device)  # (Lq, Lk)
         mask = causal if mask is None else mask & causal
     if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
+        scale = default_scale(head_dim)
 
+    # float32 for fp16/bf16 from the first product on: Q Kᵀ formed in half precision
+    # overflows past 65504 and rounds every score before the softmax. float64 stays float64.
+    compute_dtype = torch.promote_types(q.dtype, torch.float32)
     # Grouped-query form: the `group` query heads that share a kv head are stacked along
     # the length axis, so each kv head meets its whole group in one ordinary batched matmul.
     # K and V are read once and never copied per query head (no repeat_interleave).
     # The scale goes on q (Lq·D numbers) rather than on the scores (Lq·Lk numbers).
-    q_grouped = (q * scale).reshape(*batch, num_kv_heads, group * q_len, head_dim)  # (..., Hkv, G·Lq, D)
-    scores = q_grouped @ k.transpose(-2, -1)  # (..., Hkv, G·Lq, Lk)
+    q_scaled = q.to(compute_dtype) * scale  # (..., Hq, Lq, D)
+    q_grouped = q_scaled.reshape(*batch, num_kv_heads, group * q_len, head_dim)  # (..., Hkv, G·Lq, D)
+    scores = q_grouped @ k.to(compute_dtype).transpose(-2, -1)  # (..., Hkv, G·Lq, Lk)
     scores = scores.view(weights_shape)  # (..., Hq, Lq, Lk): head h = kv_head·G + g
-    # Softmax in float32 for half-precision inputs; float64 stays float64.
-    scores = scores.to(torch.promote_types(scores.dtype, torch.float32))  # (..., Hq, Lq, Lk)
 
     if mask is not None:
         # The most negative finite number, not -inf: exp() of it is exactly 0 next to any real
@@ -136,15 +175,15 @@ def scaled_dot_product_attention(
         scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)  # (..., Hq, Lq, Lk)
     if mask is not None:
+        # A query with no visible key attends to nothing: zero weights, zero output. Applied to
+        # every row, with no `if any row is blind` test: a branch on tensor data would split
+        # the graph under torch.compile and make torch.export fail.
         attends_somewhere = mask.any(dim=-1, keepdim=True)  # (..., Lq, 1), broadcast shape
-        if not attends_somewhere.all():
-            # A query with no visible key attends to nothing: zero weights, zero output.
-            weights = weights.masked_fill(~attends_somewhere, 0.0)
+        weights = weights.masked_fill(~attends_somewhere, 0.0)  # (..., Hq, Lq, Lk)
     if dropout_p > 0.0:
-        weights = torch.nn.functional.dropout(weights, p=dropout_p, training=True)
-    weights = weights.to(q.dtype)  # (..., Hq, Lq, Lk)
+        weights = torch.nn.functional.dropout(weights, p=float(dropout_p), training=True)  # (..., Hq, Lq, Lk)
 
     weights_grouped = weights.reshape(*batch, num_kv_heads, group * q_len, k_len)  # (..., Hkv, G·Lq, Lk)
-    output = weights_grouped @ v  # (..., Hkv, G·Lq, Dv)
+    output = weights_grouped @ v.to(compute_dtype)  # (..., Hkv, G·Lq, Dv)
     output = output.view(*batch, num_heads, q_len, v_dim)  # (..., Hq, Lq, Dv)
-    return output, weights
+    return output.to(q.dtype), weights.to(q.dtype)

@@ -8,6 +8,8 @@ spare capacity and doubles it when full: appends are amortised O(new tokens).
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 __all__ = ["KVCache"]
@@ -18,7 +20,18 @@ class KVCache:
 
     ``len(cache)`` is the number of tokens cached; ``cache.nbytes`` counts the cached
     keys and values (``2 · B · Hkv · T · D · element size`` when ``Dv == D``), not the
-    spare capacity. One cache belongs to one attention layer.
+    spare capacity.
+
+    One cache belongs to one attention layer: the layer calls ``cache.bind(self)`` and a
+    second layer binding the same cache gets a ValueError. The owner is kept for the
+    cache's whole life; ``truncate(0)`` and ``reset()`` do not release it.
+
+    Gradients through the cache: the cache is built for inference, where appends write in
+    place into spare capacity. When autograd tracks the keys/values (they, or the tokens
+    already cached, require grad) every append instead writes into a fresh copy of the
+    buffer (O(T) per step), so the tensors earlier steps returned, and saved for backward,
+    are never modified; ``backward()`` then gives the same gradients as one full causal pass,
+    whatever the capacity. Decode under ``torch.no_grad()`` to keep appends in place.
     """
 
     def __init__(self, initial_capacity: int = 16) -> None:
@@ -28,6 +41,8 @@ class KVCache:
         self._keys: torch.Tensor | None = None  # (B, Hkv, capacity, D)
         self._values: torch.Tensor | None = None  # (B, Hkv, capacity, Dv)
         self._length = 0
+        self._owner: weakref.ref | int | None = None  # a weakref to the owning layer (its id() if it has none)
+        self._owner_type = ""
 
     def __len__(self) -> int:
         return self._length
@@ -40,6 +55,23 @@ class KVCache:
             f"KVCache(tokens={self._length}, batch={batch}, kv_heads={heads}, "
             f"head_dim={head_dim}, dtype={self._keys.dtype}, nbytes={self.nbytes})"
         )
+
+    def bind(self, owner: object) -> None:
+        """Record ``owner`` (the layer using this cache) on the first call; raise ValueError
+        when a later call comes from a different owner, whose keys would mix with the first's."""
+        if self._owner is None:
+            try:
+                self._owner = weakref.ref(owner)  # no strong reference: the cache must not keep a layer alive
+            except TypeError:  # objects without __weakref__
+                self._owner = id(owner)
+            self._owner_type = type(owner).__name__
+            return
+        same = self._owner() is owner if isinstance(self._owner, weakref.ref) else self._owner == id(owner)
+        if not same:
+            raise ValueError(
+                f"this KVCache already holds the keys/values of another layer (first used by a "
+                f"{self._owner_type}, now called by a {type(owner).__name__}); give every layer its own KVCache."
+            )
 
     @property
     def capacity(self) -> int:
@@ -74,12 +106,15 @@ class KVCache:
         self._length = length
 
     def reset(self) -> None:
-        """Forget every cached token (keeps nothing allocated)."""
+        """Forget every cached token (keeps nothing allocated; the owner stays bound)."""
         self._keys = self._values = None
         self._length = 0
 
     def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append ``keys (B, Hkv, n, D)`` and ``values (B, Hkv, n, Dv)``; return all cached so far."""
+        for name, t in (("keys", keys), ("values", values)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"KVCache.update takes tensors, got {name} of type {type(t).__name__}.")
         if keys.ndim != 4 or values.ndim != 4 or keys.shape[:3] != values.shape[:3]:
             raise ValueError(
                 f"KVCache.update takes keys (B, kv_heads, n, head_dim) and values (B, kv_heads, n, v_dim) "
@@ -91,29 +126,41 @@ class KVCache:
             self._keys = keys.new_empty(*keys.shape[:2], capacity, keys.shape[-1])
             self._values = values.new_empty(*values.shape[:2], capacity, values.shape[-1])
         else:
-            expected_k = (*self._keys.shape[:2], "n", self._keys.shape[-1])
-            expected_v = (*self._values.shape[:2], "n", self._values.shape[-1])
-            if (
-                keys.shape[:2] != self._keys.shape[:2]
-                or keys.shape[-1] != self._keys.shape[-1]
-                or values.shape[-1] != self._values.shape[-1]
-            ):
-                raise ValueError(
-                    f"this cache holds keys {expected_k} and values {expected_v}; got keys "
-                    f"{tuple(keys.shape)} and values {tuple(values.shape)}. Use one cache per layer "
-                    "and per batch, or call reset() first."
-                )
-            if keys.dtype != self._keys.dtype or keys.device != self._keys.device:
-                raise ValueError(
-                    f"this cache holds {self._keys.dtype} on {self._keys.device}; got {keys.dtype} on {keys.device}."
-                )
+            self._check_matches(keys, values)
+            tracked = (
+                keys.requires_grad or values.requires_grad or self._keys.requires_grad or self._values.requires_grad
+            )
             if self._length + new > self.capacity:
-                self._grow(self._length + new)
+                self._grow(self._length + new)  # fresh buffers: earlier views stay untouched
+            elif tracked:
+                # Writing in place would modify the buffer that earlier steps' views (saved for
+                # backward) point into; a fresh copy keeps them intact, as growing does.
+                self._keys, self._values = self._keys.clone(), self._values.clone()
         end = self._length + new
         self._keys[:, :, self._length : end] = keys
         self._values[:, :, self._length : end] = values
         self._length = end
         return self.keys, self.values
+
+    def _check_matches(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        expected_k = (*self._keys.shape[:2], "n", self._keys.shape[-1])
+        expected_v = (*self._values.shape[:2], "n", self._values.shape[-1])
+        if (
+            keys.shape[:2] != self._keys.shape[:2]
+            or keys.shape[-1] != self._keys.shape[-1]
+            or values.shape[-1] != self._values.shape[-1]
+        ):
+            raise ValueError(
+                f"this cache holds keys {expected_k} and values {expected_v}; got keys "
+                f"{tuple(keys.shape)} and values {tuple(values.shape)}. Use one cache per layer "
+                "and per batch, or call reset() first."
+            )
+        for name, new, cached in (("keys", keys, self._keys), ("values", values, self._values)):
+            if new.dtype != cached.dtype or new.device != cached.device:
+                raise ValueError(
+                    f"this cache holds {name} of {cached.dtype} on {cached.device}; got {name} of "
+                    f"{new.dtype} on {new.device}. Convert with .to(...), or call reset() first."
+                )
 
     def _grow(self, needed: int) -> None:
         capacity = self.capacity

@@ -89,7 +89,10 @@ def padding_mask(lengths: Sequence[int] | torch.Tensor, max_len: int | None = No
     The two singleton dims broadcast over heads and queries, so the result can be
     passed straight to attention or combined with a causal mask: ``padding & causal``.
     """
+    given_a_tensor = isinstance(lengths, torch.Tensor)
     lengths = torch.as_tensor(lengths)
+    if not given_a_tensor and lengths.numel() == 0:
+        lengths = lengths.long()  # torch.as_tensor([]) is float32, but [] is a batch of no sequences
     if lengths.ndim != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
         raise ValueError(
             f"lengths must be a 1-D sequence of ints (one per batch row), got {lengths.dtype} "
@@ -106,24 +109,27 @@ def padding_mask(lengths: Sequence[int] | torch.Tensor, max_len: int | None = No
     return real[:, None, None, :]  # (B, 1, 1, L)
 
 
-def check_mask(mask: torch.Tensor, weights_shape: Sequence[int]) -> None:
-    """Raise a clear error unless ``mask`` is boolean and broadcasts to ``weights_shape``."""
+def check_mask(mask: torch.Tensor, weights_shape: Sequence[int], *, device: torch.device | None = None) -> None:
+    """Raise a clear error unless ``mask`` is boolean, broadcasts to ``weights_shape`` and,
+    when ``device`` is given, lives on that device (the device of q, k and v)."""
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"mask must be a boolean torch.Tensor (True = may attend), got {type(mask).__name__}.")
     if mask.dtype != torch.bool:
         raise TypeError(
             f"mask has dtype {mask.dtype}, but attn_core masks are boolean with True = may attend "
             "(the convention of F.scaled_dot_product_attention). Convert explicitly: "
-            "a 0/1 mask with 1 = attend (Hugging Face, Keras, the seed notes) -> mask_from_float(m) "
-            "or m.bool(); a mask with True/1 = blocked (nn.MultiheadAttention, the TF tutorial) -> "
-            "mask_from_blocked(m); an additive mask of 0 / -inf -> mask_from_additive(m)."
+            "a 0/1 mask with 1 = attend (Hugging Face attention_mask, Keras) -> mask_from_float(m) "
+            "or m.bool(); a mask with True/1 = blocked (nn.MultiheadAttention, the TensorFlow "
+            "tutorial's look-ahead mask) -> mask_from_blocked(m); an additive mask of 0 / -inf -> "
+            "mask_from_additive(m)."
         )
+    if device is not None and mask.device != torch.device(device):
+        raise ValueError(f"mask is on {mask.device} but q, k, v are on {device}; move it with mask.to(q.device).")
     weights_shape = tuple(weights_shape)
-    try:
-        broadcast = torch.broadcast_shapes(tuple(mask.shape), weights_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != weights_shape:
+    # Plain Python, not torch.broadcast_shapes: its first call imports sympy (~0.7 s per notebook).
+    trailing = weights_shape[len(weights_shape) - mask.ndim :]  # the dims the mask lines up with
+    broadcasts = mask.ndim <= len(weights_shape) and all(m in (1, w) for m, w in zip(mask.shape, trailing))
+    if not broadcasts:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the attention weights "
             f"{weights_shape} (..., heads, q_len, k_len). Use (q_len, k_len) for one mask for all, "
@@ -133,7 +139,7 @@ def check_mask(mask: torch.Tensor, weights_shape: Sequence[int]) -> None:
 
 
 def mask_from_float(mask: torch.Tensor) -> torch.Tensor:
-    """0/1 mask with 1 = attend (Hugging Face, Keras, the seed notes' ``mask == 0`` code) -> ours."""
+    """0/1 mask with 1 = attend (Hugging Face ``attention_mask``, Keras) -> ours."""
     return torch.as_tensor(mask) != 0
 
 
@@ -150,12 +156,24 @@ def mask_from_additive(mask: torch.Tensor) -> torch.Tensor:
     return mask == 0
 
 
+def _require_bool(mask: torch.Tensor, converter: str) -> torch.Tensor:
+    mask = torch.as_tensor(mask)
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"{converter} takes one of our boolean masks (True = may attend), got dtype {mask.dtype}. "
+            "Convert it first: a 0/1 mask with 1 = attend -> mask_from_float(m); 1 = blocked -> "
+            "mask_from_blocked(m). (On an int tensor ~ is bitwise not: ~1 == -2, not 0.)"
+        )
+    return mask
+
+
 def mask_to_blocked(mask: torch.Tensor) -> torch.Tensor:
     """Ours -> True = blocked, for ``nn.MultiheadAttention``'s ``attn_mask``/``key_padding_mask``."""
-    return ~mask
+    return ~_require_bool(mask, "mask_to_blocked")
 
 
 def mask_to_additive(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Ours -> additive float mask: 0 where attending, ``-inf`` where blocked."""
+    mask = _require_bool(mask, "mask_to_additive")
     additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return additive.masked_fill(~mask, float("-inf"))

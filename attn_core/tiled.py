@@ -18,6 +18,10 @@ wrong reference, so ``l`` and ``acc`` are first multiplied by ``exp(m - m_new)``
 With ``is_causal`` a key tile that lies entirely in the future of every query of the tile
 is never computed (about half the tiles), and only the tiles the diagonal crosses build a
 mask.
+
+Forward only, for now: the tiles are written in place with ``out=`` ops, which autograd
+cannot differentiate. A differentiable version is planned; until then call it under
+``torch.no_grad()`` or use ``scaled_dot_product_attention`` when you need gradients.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import math
 
 import torch
 
-from attn_core.attention import check_qkv
+from attn_core.attention import check_qkv, default_scale
 
 __all__ = ["tiled_attention", "DEFAULT_BLOCK_SIZE"]
 
@@ -73,15 +77,23 @@ def tiled_attention(
     Returns:
         ``(..., Hq, Lq, Dv)`` in the dtype of ``q``. Half-precision inputs are computed in
         float32 (k and v are converted once, a float32 copy of each).
+
+    Raises:
+        NotImplementedError: when grad mode is on and an input requires grad. This function
+            is forward-only for now; see the module docstring.
     """
-    group = check_qkv(q, k, v)
+    group = check_qkv(q, k, v)  # also: floating dtypes, one device
     check_block_size(block_size)
-    if not q.dtype.is_floating_point:
-        raise TypeError(f"q, k, v must be floating point, got {q.dtype}; convert with .float().")
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        raise NotImplementedError(
+            "tiled_attention is forward-only for now (its tiles are written in place, which autograd "
+            "cannot differentiate; a differentiable version is planned), but q, k or v requires grad. "
+            "Call it under `with torch.no_grad():`, or use ac.scaled_dot_product_attention for gradients."
+        )
     *batch, num_heads, q_len, head_dim = q.shape
     num_kv_heads, k_len, v_dim = k.shape[-3], k.shape[-2], v.shape[-1]
     if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
+        scale = default_scale(head_dim)
     # float32 accumulation for fp16/bf16 (their exp and long sums lose too much); float64 stays.
     compute_dtype = torch.promote_types(q.dtype, torch.float32)
     num_matrices = math.prod(batch) * num_kv_heads  # one independent attention per (batch, kv head)
@@ -93,8 +105,8 @@ def tiled_attention(
     # Bottom-right alignment: query i sees keys j <= i + offset.
     offset = k_len - q_len
     # Queries before `first_query` see no key at all (only causal with Lq > Lk, or Lk == 0):
-    # they are zeros, and every query from `first_query` on sees key 0, so its running max is
-    # finite after the first key tile and exp(score - m) never meets (-inf) - (-inf) = NaN.
+    # they are zeros. Every later query sees key 0, but its scores can still be -inf (an -inf
+    # in k): the running max is kept >= the lowest finite number for that (see below).
     first_query = min(q_len, max(0, -offset)) if is_causal else 0
     if k_len == 0:
         first_query = q_len
@@ -151,9 +163,14 @@ def tiled_attention(
                 scores_by_head.masked_fill_(future, -math.inf)  # (N, G, Tq, Tk), the mask broadcasts
 
             new_max = torch.maximum(running_max, scores.amax(dim=-1, keepdim=True))  # (N, G·Tq, 1)
+            # A row whose scores so far are all -inf would subtract (-inf) - (-inf) = NaN. As in
+            # FlashAttention, use a finite reference for it: exp(-inf - finite) = 0, so the row's
+            # sums stay 0 until a finite score arrives, and its rescale then multiplies zeros.
+            # A finite max is never below finfo.min, so for every other row this changes nothing.
+            new_max.clamp_(min=torch.finfo(compute_dtype).min)  # (N, G·Tq, 1)
             probs = scores.sub_(new_max).exp_()  # (N, G·Tq, Tk), in place: unnormalised weights
             # exp(m_old - m_new) <= 1 brings the earlier terms to the new reference max
-            # (exactly 0 on the first key tile, where m_old = -inf).
+            # (exactly 0 on the first key tile, where m_old = -inf; sums are 0 there anyway).
             rescale = running_max.sub_(new_max).exp_()  # (N, G·Tq, 1), reuses running_max's memory
             running_sum.mul_(rescale).add_(probs.sum(dim=-1, keepdim=True))  # (N, G·Tq, 1)
             acc.mul_(rescale).baddbmm_(probs, values[:, k_start:k_end])  # (N, G·Tq, Dv)

@@ -35,7 +35,7 @@ def attend_repeat_interleave(q, k, v, mask=None):
 
 
 def attend_broadcast_5d(q, k, v, mask=None):
-    """The seed notes' form: q (B, G, n, Lq, d) against k (B, G, 1, T, d)."""
+    """The 5-D broadcast form: q (B, G, n, Lq, d) against k (B, G, 1, T, d)."""
     B, H, Lq, d = q.shape
     G = k.shape[1]
     scores = q.view(B, G, H // G, Lq, d) @ k.unsqueeze(2).transpose(-2, -1) / math.sqrt(d)  # (B, G, n, Lq, T)

@@ -116,7 +116,7 @@ def test_mask_that_does_not_broadcast(mask_shape):
 @pytest.mark.parametrize(
     "mask",
     [
-        torch.tensor([[1.0, 0.0, 1.0]]),  # the seed notes' float 0/1 mask (1 = attend)
+        torch.tensor([[1.0, 0.0, 1.0]]),  # a float 0/1 mask, 1 = attend (Hugging Face's attention_mask)
         torch.tensor([[1, 0, 1]]),  # an int mask
         ac.mask_to_additive(torch.tensor([[True, False, True]])),  # an additive float mask
     ],

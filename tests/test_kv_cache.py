@@ -187,16 +187,19 @@ def test_bad_initial_capacity_raises(capacity):
 def test_truncate_keeps_a_prefix_and_later_appends_overwrite_the_rest():
     """truncate(n) forgets the newest tokens without copying; the next append continues from n."""
     cache = ac.KVCache()
-    keys, values = torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4)  # (B, Hkv, T, D)
+    keys, values = (
+        randn(1, 2, 6, 4, dtype=torch.float32),
+        randn(1, 2, 6, 4, seed=1, dtype=torch.float32),
+    )  # (B, Hkv, T, D)
     cache.update(keys, values)
     buffer = cache._keys.data_ptr()
     cache.truncate(4)
     assert len(cache) == 4 and cache.nbytes == 2 * 1 * 2 * 4 * 4 * 4
-    torch.testing.assert_close(cache.keys, keys[:, :, :4])
-    new_k, new_v = torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4)
+    assert torch.equal(cache.keys, keys[:, :, :4])  # copies, so exact
+    new_k, new_v = randn(1, 2, 1, 4, seed=2, dtype=torch.float32), randn(1, 2, 1, 4, seed=3, dtype=torch.float32)
     all_k, all_v = cache.update(new_k, new_v)
-    torch.testing.assert_close(all_k, torch.cat([keys[:, :, :4], new_k], dim=2))
-    torch.testing.assert_close(all_v, torch.cat([values[:, :, :4], new_v], dim=2))
+    assert torch.equal(all_k, torch.cat([keys[:, :, :4], new_k], dim=2))
+    assert torch.equal(all_v, torch.cat([values[:, :, :4], new_v], dim=2))
     assert cache._keys.data_ptr() == buffer
     for bad in (-1, 6, 2.0, True):
         with pytest.raises(ValueError, match="length must be an int"):
