@@ -126,7 +126,7 @@ def test_row_sums_accepts_exact_and_sampled(capsys):
     assert ex.check_expected_row_sums(real[:, 0, 0, :].float())
     assert "✅" in _verdict(capsys)
 
-    # An estimate from attn_core itself, averaged over seeds, passes too.
+    # An estimate from attn_core itself, averaged over many dropout draws, passes too.
     mask = real & real.transpose(-1, -2)  # (B, 1, L, L)
     q = k = v = torch.randn(2, 1, 4, 8, generator=torch.Generator().manual_seed(0))  # (B, H, L, D)
     torch.manual_seed(0)
@@ -156,3 +156,160 @@ def test_row_sums_not_done(capsys):
     assert "not attempted" in _verdict(capsys)
     assert ex.check_expected_row_sums("one") is False
     assert "expected a (B, L) tensor" in _verdict(capsys)
+
+
+# ----- the ARENA-style tables ----------------------------------------------------------------------
+# For each checker: the stub fails, the reference passes, correct answers written differently pass,
+# and each usual mistake gets its own diagnosis (a phrase that only that diagnosis contains).
+
+
+def sliding_loops(seq_len, window):
+    mask = torch.zeros(seq_len, seq_len, dtype=torch.bool)  # (L, L)
+    for i in range(seq_len):
+        mask[i, max(0, i - window + 1) : i + 1] = True  # keys i - window + 1 .. i
+    return mask
+
+
+def sliding_band(seq_len, window):
+    ones = torch.ones(seq_len, seq_len, dtype=torch.bool)  # (L, L)
+    return ones.tril() & ones.triu(-(window - 1))  # the band below the diagonal, window wide
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (lambda L, w: ..., False, "not attempted"),
+        (sliding_right, True, "✅"),
+        (ac.sliding_window_mask, True, "✅"),
+        (sliding_loops, True, "✅"),
+        (sliding_band, True, "✅"),
+        (lambda L, w: sliding_right(L, w).T, False, "looks at keys after the query (key > query), the future"),
+        (lambda L, w: ac.causal_mask(L).T, False, "the causal mask transposed"),
+        (
+            lambda L, w: sliding_right(L, w) | (torch.arange(L) == torch.arange(L)[:, None] + 1),
+            False,
+            "your mask lets a query see keys after the query (the future), first at index (0, 1)",
+        ),
+        (lambda L, w: sliding_right(L, w + 1), False, "one too wide"),
+        (lambda L, w: sliding_right(L, w).float(), False, "dtype torch.float32"),
+    ],
+)
+def test_sliding_window_table(capsys, answer, passes, phrase):
+    assert ex.check_sliding_window_mask(answer) is passes
+    out = _verdict(capsys)
+    assert phrase in out, out
+
+
+def causal_padding_compare(lengths, seq_len):
+    position = torch.arange(seq_len)  # (L,)
+    real_key = position < torch.tensor(lengths)[:, None]  # (B, L)
+    return (position[None, :] <= position[:, None]) & real_key[:, None, None, :]  # (B, 1, L, L)
+
+
+def causal_padding_loops(lengths, seq_len):
+    mask = torch.zeros(len(lengths), 1, seq_len, seq_len, dtype=torch.bool)  # (B, 1, L, L)
+    for b, length in enumerate(lengths):
+        for i in range(seq_len):
+            mask[b, 0, i, : min(i + 1, length)] = True
+    return mask
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (lambda lengths, L: ..., False, "not attempted"),
+        (causal_padding_right, True, "✅"),
+        (causal_padding_compare, True, "✅"),
+        (causal_padding_loops, True, "✅"),
+        (lambda lengths, L: (ac.padding_mask(lengths, L) & ac.causal_mask(L)).contiguous(), True, "✅"),
+        (lambda lengths, L: causal_padding_right(lengths, L)[:, 0], False, "HEAD axis"),
+        (lambda lengths, L: ac.padding_mask(lengths, L) | ac.causal_mask(L), False, "combined with |"),
+        (lambda lengths, L: ac.causal_mask(L).expand(len(lengths), 1, L, L), False, "forgot the padding"),
+    ],
+)
+def test_causal_padding_table(capsys, answer, passes, phrase):
+    assert ex.check_causal_padding_mask(answer) is passes
+    assert phrase in _verdict(capsys)
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (lambda a, k: ..., False, "not attempted"),
+        (from_mha_right, True, "✅"),
+        (lambda a, k: ~(a | k[:, None, None, :]), True, "✅"),
+        (lambda a, k: (~a).unsqueeze(0).unsqueeze(0) & (~k).view(k.shape[0], 1, 1, -1), True, "✅"),
+        (lambda a, k: torch.logical_and(a.logical_not(), k.logical_not()[:, None, None]), True, "✅"),
+        (lambda a, k: ~a & ~k[:, None, :, None], False, "you put key_padding_mask on the QUERY axis"),
+        (lambda a, k: ~a & k[:, None, None, :], False, "inverted attn_mask but not key_padding_mask"),
+        (lambda a, k: a & k[:, None, None, :], False, "kept nn.MultiheadAttention's convention"),
+    ],
+)
+def test_from_mha_table(capsys, answer, passes, phrase):
+    assert ex.check_mask_from_mha(answer) is passes
+    out = _verdict(capsys)
+    assert phrase in out, out
+
+
+REAL = [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]]  # lengths [2, 4]: real queries sum to 1, padded to 0
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (..., False, "not attempted"),
+        (torch.tensor(REAL), True, "✅"),
+        (REAL, True, "✅"),
+        (__import__("numpy").array(REAL), True, "✅"),
+        (torch.tensor(REAL) + 0.015, True, "✅"),  # a sampled estimate within 0.02
+        ([[0.75, 0.75, 0, 0], [0.75] * 4], False, "without the 1/(1 - p) rescale"),
+        ([[4 / 3, 4 / 3, 0, 0], [4 / 3] * 4], False, "only compensates the zeros"),
+        ([[1.0] * 4, [1.0] * 4], False, "their expected sum is 0"),
+    ],
+)
+def test_row_sums_table(capsys, answer, passes, phrase):
+    assert ex.check_expected_row_sums(answer) is passes
+    assert phrase in _verdict(capsys)
+
+
+# ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
+
+
+class _Incomparable:
+    def __eq__(self, other):
+        raise RuntimeError("cannot compare me")
+
+    __hash__ = None
+
+    def __float__(self):
+        raise RuntimeError("cannot convert me")
+
+
+JUNK = [
+    5,
+    "text",
+    [1, 2],
+    (torch.zeros(1),),
+    (None, None),
+    torch.zeros(0),
+    torch.full((2, 3), float("nan")),
+    torch.zeros(2, 3, dtype=torch.complex64),
+    torch.ones(3, 4, dtype=torch.int64),
+    {"a": 1},
+    _Incomparable(),
+]
+
+
+def _one_red_line(out: str) -> bool:
+    return out.count("\n") == 1 and out.startswith("❌")
+
+
+@pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
+def test_checks_never_raise(junk, capsys):
+    for check in (ex.check_sliding_window_mask, ex.check_causal_padding_mask, ex.check_mask_from_mha):
+        assert check(lambda *args, **kwargs: junk) is False
+        assert _one_red_line(_verdict(capsys))
+        assert check(junk) is False  # the value itself instead of a function
+        assert _one_red_line(_verdict(capsys))
+    assert ex.check_expected_row_sums(junk) is False
+    assert _one_red_line(_verdict(capsys))

@@ -216,3 +216,201 @@ def test_mqa_module_diagnoses(answer, diagnosis, capsys):
 def test_mqa_module_not_done(answer, capsys):
     assert check_mqa_module(answer) is False
     assert NOT_DONE in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- the ARENA-style tables
+# For each checker: the stub fails, the reference passes, correct answers written differently pass,
+# and each usual mistake gets its own diagnosis (a phrase that only that diagnosis contains).
+
+
+def tokens_floor_float(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element):
+    return math.floor(free_bytes / (2 * num_layers * num_kv_heads * head_dim * bytes_per_element))
+
+
+def tokens_numpy(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element):
+    import numpy as np
+
+    per_token = np.prod([2, num_layers, num_kv_heads, head_dim, bytes_per_element], dtype=np.int64)
+    return np.int64(free_bytes) // per_token  # a numpy integer
+
+
+def tokens_tensor(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element):
+    per_layer = 2 * num_kv_heads * head_dim * bytes_per_element  # bytes per token per layer
+    return torch.tensor(free_bytes // per_layer // num_layers)  # floor twice == floor once for positive ints
+
+
+def tokens_no_bytes(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element):
+    return free_bytes // (2 * num_layers * num_kv_heads * head_dim)
+
+
+def tokens_rounded(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element):
+    return round(free_bytes / (2 * num_layers * num_kv_heads * head_dim * bytes_per_element))
+
+
+def tokens_renamed(budget, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element):
+    return budget // (2 * num_layers * num_kv_heads * head_dim * bytes_per_element)
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (tokens_raises, False, NOT_DONE),
+        (tokens_right, True, "✅"),
+        (tokens_floor_float, True, "✅"),
+        (tokens_numpy, True, "✅"),
+        (tokens_tensor, True, "✅"),
+        (tokens_no_bytes, False, "doubling bytes_per_element should halve"),
+        (tokens_no_factor_two, False, "twice the right number"),
+        (tokens_rounded, False, "one token too many"),
+        (tokens_renamed, False, "keep the parameter names of the exercise: name the arguments `free_bytes`"),
+        (tokens_uses_num_heads, False, "Use num_kv_heads"),
+    ],
+)
+def test_max_cached_tokens_table(answer, passes, phrase, capsys):
+    assert check_max_cached_tokens(answer) is passes
+    out = capsys.readouterr().out
+    assert phrase in out, out
+    assert "factor 2" not in out or answer is tokens_no_factor_two  # only the K/V mistake is called that
+
+
+def params_by_building(hidden_dim, num_heads):
+    head_dim = hidden_dim // num_heads
+    with torch.device("meta"):  # shapes only
+        layers = [nn.Linear(hidden_dim, out) for out in (hidden_dim, head_dim, head_dim, hidden_dim)]
+    return sum(p.numel() for layer in layers for p in layer.parameters())
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (lambda hidden_dim, num_heads: ..., False, NOT_DONE),
+        (params_right, True, "✅"),
+        (params_by_building, True, "✅"),
+        (lambda d, h: float(params_right(d, h)), True, "✅"),
+        (lambda d, h: torch.tensor(params_right(d, h)), True, "✅"),
+        (params_mha, False, "that is the multi-head count"),
+        (params_no_bias, False, "left out the biases"),
+        (params_no_o_proj, False, "left out o_proj"),
+    ],
+)
+def test_mqa_num_params_table(answer, passes, phrase, capsys):
+    assert check_mqa_num_params(answer) is passes
+    assert phrase in capsys.readouterr().out
+
+
+class ExpandMQA(RightMQA):
+    """Correct: K/V expanded to every head (a view), then ordinary attention."""
+
+    def forward(self, x, mask=None):
+        batch, length, hidden = x.shape
+        q = self.q_proj(x).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, d)
+        k = self.k_proj(x).unsqueeze(1).expand(-1, self.num_heads, -1, -1)  # (B, H, L, d)
+        v = self.v_proj(x).unsqueeze(1).expand(-1, self.num_heads, -1, -1)  # (B, H, L, d)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, L, d)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, hidden))
+
+
+class FoldedMQA(RightMQA):
+    """Correct: the query heads folded into the length axis, one matmul against the single K."""
+
+    def forward(self, x, mask=None):
+        batch, length, hidden = x.shape
+        q = self.q_proj(x).view(batch, length * self.num_heads, self.head_dim)  # (B, L·H, d), rows (l, h)
+        k, v = self.k_proj(x), self.v_proj(x)  # (B, L, d) each
+        scores = q @ k.mT / math.sqrt(self.head_dim)  # (B, L·H, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.repeat_interleave(self.num_heads, dim=0), -1e9)  # (L·H, L)
+        out = scores.softmax(-1) @ v  # (B, L·H, d)
+        return self.o_proj(out.reshape(batch, length, hidden)), None  # (out, weights) is accepted
+
+
+class EinsumMQA(RightMQA):
+    """Correct: einsum with the shared head broadcast."""
+
+    def forward(self, x, mask=None):
+        batch, length, hidden = x.shape
+        q = self.q_proj(x).unflatten(-1, (self.num_heads, self.head_dim))  # (B, L, H, d)
+        scores = torch.einsum("bqhd,bkd->bhqk", q, self.k_proj(x)) / math.sqrt(self.head_dim)  # (B, H, L, L)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        out = torch.einsum("bhqk,bkd->bqhd", scores.softmax(-1), self.v_proj(x))  # (B, L, H, d)
+        return self.o_proj(out.flatten(2))
+
+
+class MergeWithoutTranspose(RightMQA):
+    def forward(self, x, mask=None):
+        batch, length, hidden = x.shape
+        q = self.q_proj(x).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, d)
+        scores = q @ self.k_proj(x).unsqueeze(1).mT / math.sqrt(self.head_dim)  # (B, H, L, L)
+        out = scores.softmax(-1) @ self.v_proj(x).unsqueeze(1)  # (B, H, L, d)
+        return self.o_proj(out.reshape(batch, length, hidden))  # bug: no transpose back
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (Stub, False, NOT_DONE),
+        (RightMQA, True, "✅"),
+        (ExpandMQA, True, "✅"),
+        (FoldedMQA, True, "✅"),
+        (EinsumMQA, True, "✅"),
+        (variant(kv_dim=16), False, "MQA has ONE shared head"),
+        (variant(scale=False), False, "you did not scale the scores"),
+        (variant(value_from_k=True), False, "the values use k_proj"),
+        (MergeWithoutTranspose, False, "the heads are merged in the wrong order"),
+    ],
+)
+def test_mqa_module_table(answer, passes, phrase, capsys):
+    assert check_mqa_module(answer) is passes
+    assert phrase in capsys.readouterr().out
+
+
+# ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
+
+
+class _Incomparable:
+    def __eq__(self, other):
+        raise RuntimeError("cannot compare me")
+
+    __hash__ = None
+
+    def __float__(self):
+        raise RuntimeError("cannot convert me")
+
+
+JUNK = [
+    5,
+    "text",
+    [1, 2],
+    (torch.zeros(1),),
+    (None, None),
+    torch.zeros(0),
+    torch.full((2, 3), float("nan")),
+    torch.zeros(2, 3, dtype=torch.complex64),
+    torch.ones(3, 4, dtype=torch.int64),
+    {"a": 1},
+    _Incomparable(),
+]
+
+
+def _one_red_line(out: str) -> bool:
+    return out.count("\n") == 1 and out.startswith("❌")
+
+
+def module_returning(junk):
+    class Returns(RightMQA):
+        def forward(self, x, mask=None):
+            return junk
+
+    return Returns
+
+
+@pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
+def test_checks_never_raise(junk, capsys):
+    for check in (check_max_cached_tokens, check_mqa_num_params, check_mqa_module):
+        assert check(lambda *args, **kwargs: junk) is False
+        assert _one_red_line(capsys.readouterr().out)
+        assert check(junk) is False  # the value itself instead of a function or class
+        assert _one_red_line(capsys.readouterr().out)
+    assert check_mqa_module(module_returning(junk)) is False
+    assert _one_red_line(capsys.readouterr().out)

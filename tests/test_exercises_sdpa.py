@@ -228,3 +228,212 @@ def test_temperature(capsys):
     assert "positive" in verdict(check_temperature, 0.0, capsys)[1]
     assert NOT_DONE in verdict(check_temperature, ..., capsys)[1]
     assert "one number" in verdict(check_temperature, [0.4], capsys)[1]
+
+
+# ---- the ARENA-style tables: stub, reference, correct variants, each mistake's own diagnosis -------
+
+
+def attention_einsum(q, k, v):
+    weights = torch.einsum("...qd,...kd->...qk", q, k).div(q.shape[-1] ** 0.5).softmax(-1)  # (..., Lq, Lk)
+    return torch.einsum("...qk,...kd->...qd", weights, v), weights
+
+
+def attention_float32(q, k, v):
+    q32, k32, v32 = q.float(), k.float(), v.float()  # float32 rounding stays far inside rtol 1e-5
+    weights = torch.softmax(q32 @ k32.mT / math.sqrt(q.shape[-1]), dim=-1)  # (..., Lq, Lk)
+    return [weights @ v32, weights]  # a list is fine too
+
+
+def attention_manual_softmax(q, k, v):
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # (..., Lq, Lk): q scaled first
+    exp = (scores - scores.amax(-1, keepdim=True)).exp()  # (..., Lq, Lk), stable
+    weights = exp / exp.sum(-1, keepdim=True)  # (..., Lq, Lk)
+    return weights @ v, weights
+
+
+def attention_torch_output(q, k, v):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)  # (..., Lq, Lk)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v), weights
+
+
+def attention_k_T(q, k, v):
+    weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)  # bug: .T reverses every axis
+    return weights @ v, weights
+
+
+def attention_scaled_after(q, k, v):
+    weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1) / math.sqrt(q.shape[-1])  # bug: scale after
+    return weights @ v, weights
+
+
+def stub_attention(q, k, v):
+    raise NotImplementedError
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`:UserWarning")  # attention_k_T's own warning, handed on
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (stub_attention, False, NOT_DONE),
+        (attention_with(), True, "✅"),
+        (attention_einsum, True, "✅"),
+        (attention_float32, True, "✅"),
+        (attention_manual_softmax, True, "✅"),
+        (attention_torch_output, True, "✅"),
+        (attention_scaled_after, False, "sums to 0.354 = 1/√d_k, not 1: you scaled after the softmax"),
+        (lambda q, k, v: attention_with()(q, k, v)[::-1], False, "did you return (weights, output)?"),
+        (attention_with(scale_of=lambda d: 1 / math.sqrt(6 if d == 8 else 4)), False, "you divided by √d_v"),
+        (lambda q, k, v: (attention_torch_output(q, k, v)[0], None), False, "weights element is a NoneType"),
+        (attention_k_T, False, "use k.transpose(-2, -1)"),
+        (attention_with(dim=-2), False, "softmax ran over the queries"),
+    ],
+)
+def test_attention_table(answer, passes, phrase, capsys):
+    ok, out = verdict(check_attention, answer, capsys)
+    assert ok is passes and phrase in out, out
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (lambda d, s, scaled: ..., False, NOT_DONE),
+        (lambda d, s, scaled: d * s**4 / d if scaled else d * s**4, True, "✅"),
+        (lambda d, s, scaled: torch.tensor(float(s**4 if scaled else d * s**4)), True, "✅"),
+        (lambda d, s, scaled: __import__("numpy").float64(s**4 * (1 if scaled else d)), True, "✅"),
+        (lambda d, s, scaled: (s * s) ** 2 * d ** (0 if scaled else 1), True, "✅"),
+        (lambda d, s, scaled: s**2 if scaled else d * s**2, False, "std⁴, not std²"),
+        (lambda d, s, scaled: d * s**4, False, "scaled=True must change the answer"),
+        (lambda d, s, scaled: (s**4 if scaled else d * s**4) ** 0.5, False, "standard deviation"),
+    ],
+)
+def test_variance_table(answer, passes, phrase, capsys):
+    ok, out = verdict(check_score_variance, answer, capsys)
+    assert ok is passes and phrase in out, out
+
+
+def split_functional(fused):
+    pieces = zip(fused.weight.detach().chunk(3), fused.bias.detach().chunk(3), strict=True)
+    return [lambda x, w=w, b=b: x @ w.T + b for w, b in pieces]  # plain callables are layers too
+
+
+def split_unflatten(fused):
+    d = fused.in_features
+    weights, biases = fused.weight.detach().unflatten(0, (3, d)), fused.bias.detach().unflatten(0, (3, d))
+    layers = [nn.Linear(d, d).float() for _ in range(3)]  # float32 layers: the checker casts x to them
+    with torch.no_grad():
+        for layer, w, b in zip(layers, weights, biases, strict=True):
+            layer.weight.copy_(w)
+            layer.bias.copy_(b)
+    return tuple(layers)
+
+
+def split_load_state_dict(fused):
+    d = fused.in_features
+    pieces = zip(torch.split(fused.weight.detach(), d), torch.split(fused.bias.detach(), d), strict=True)
+    layers = [nn.Linear(d, d, dtype=torch.float64) for _ in range(3)]
+    for layer, (w, b) in zip(layers, pieces, strict=True):
+        layer.load_state_dict({"weight": w, "bias": b})
+    return layers
+
+
+def split_stub(fused):
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (split_stub, False, NOT_DONE),
+        (split_with(), True, "✅"),
+        (split_functional, True, "✅"),
+        (split_unflatten, True, "✅"),
+        (split_load_state_dict, True, "✅"),
+        (split_with(order=(1, 0, 2)), False, "wrong order"),
+        (split_with(with_bias=False), False, "biases are missing"),
+        (split_with(weight_rows=lambda w, i, d: w[i::3]), False, "interleaved"),
+    ],
+)
+def test_split_table(answer, passes, phrase, capsys):
+    ok, out = verdict(check_fused_qkv_split, answer, capsys)
+    assert ok is passes and phrase in out, out
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "phrase"),
+    [
+        (..., False, NOT_DONE),
+        (solve_temperature(), True, "✅"),
+        (torch.tensor(solve_temperature()), True, "✅"),
+        (__import__("numpy").float32(solve_temperature()), True, "✅"),
+        (round(solve_temperature(), 3), True, "✅"),
+        (1.0, False, "too flat, lower"),
+        (0.1, False, "too sharp, raise"),
+        (-0.4, False, "positive finite"),
+        ("warm", False, "one number"),
+    ],
+)
+def test_temperature_table(answer, passes, phrase, capsys):
+    ok, out = verdict(check_temperature, answer, capsys)
+    assert ok is passes and phrase in out, out
+
+
+# ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
+
+
+class _Incomparable:
+    def __eq__(self, other):
+        raise RuntimeError("cannot compare me")
+
+    __hash__ = None
+
+    def __float__(self):
+        raise RuntimeError("cannot convert me")
+
+
+JUNK = [
+    5,
+    "text",
+    [1, 2],
+    (torch.zeros(1),),
+    (None, None),
+    torch.zeros(0),
+    torch.full((2, 3), float("nan")),
+    torch.zeros(2, 3, dtype=torch.complex64),
+    torch.ones(3, 4, dtype=torch.int64),
+    {"a": 1},
+    _Incomparable(),
+]
+
+
+def _one_red_line(out: str) -> bool:
+    return out.count("\n") == 1 and out.startswith("❌")
+
+
+@pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
+@pytest.mark.parametrize("check", [check_attention, check_score_variance, check_fused_qkv_split])
+def test_function_checks_never_raise(check, junk, capsys):
+    assert check(lambda *args, **kwargs: junk) is False
+    assert _one_red_line(capsys.readouterr().out)
+    assert check(junk) is False  # the value itself instead of a function
+    assert _one_red_line(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
+def test_temperature_never_raises(junk, capsys):
+    assert check_temperature(junk) is False
+    assert _one_red_line(capsys.readouterr().out)
+
+
+def test_learner_warnings_are_handed_on_once(recwarn):
+    import warnings
+
+    from attn_core.exercises import call_learner
+
+    def warns(q, k, v):
+        warnings.warn("from the learner's own line", UserWarning, stacklevel=1)
+        return attention_with()(q, k, v)
+
+    assert check_attention(warns)  # two cases, so the answer runs twice
+    ours = [w for w in recwarn if "from the learner's own line" in str(w.message)]
+    assert len(ours) == 1  # shown once, as without the check, not once per call
+    assert call_learner(warns, *[torch.ones(1, 2, 2)] * 3)[1] is None

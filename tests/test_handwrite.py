@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attn_core.exercises.handwrite import check_causal_mask, check_gqa, check_mha, check_sdpa
@@ -198,19 +199,45 @@ class GQA(nn.Module):
         q = self.split(self.q_proj(x), self.num_heads)  # (B, H, L, hd)
         k = self.split(self.k_proj(x), self.num_kv_heads)  # (B, G, L, hd)
         v = self.split((self.k_proj if self.bug.get("value") == "k" else self.v_proj)(x), self.num_kv_heads)
+        if self.bug.get("causal") == "always":  # bug: a causal mask whatever the caller passed
+            causal = torch.ones(L, L, dtype=torch.bool).tril()  # (L, L)
+            mask = causal if mask is None else mask & causal
+        if mask is not None and self.bug.get("mask") == "rows" and mask.shape[-2] == 1:
+            mask = mask.transpose(-2, -1)  # bug: (B, 1, L, 1) blocks padded query rows, not keys
+        if self.bug.get("core") == "5d":  # correct: broadcast each kv head over its group, no repeat
+            q5 = q.unflatten(1, (self.num_kv_heads, group))  # (B, G, n, L, hd)
+            scores = q5 @ k.unsqueeze(2).transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, G, n, L, L)
+            if mask is not None:
+                scores = scores.masked_fill(~mask.unsqueeze(2) if mask.dim() == 4 else ~mask, float("-inf"))
+            weights5 = scores.softmax(dim=-1)  # (B, G, n, L, L)
+            out = (weights5 @ v.unsqueeze(2)).flatten(1, 2)  # (B, H, L, hd)
+            return self.o_proj(out.transpose(1, 2).reshape(B, L, hidden)), weights5.flatten(1, 2)
         if self.bug.get("expand") == "repeat":
             k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)  # (B, H, L, hd)
         else:
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, L, hd)
         scale = math.sqrt(hidden if self.bug.get("scale") == "hidden" else self.head_dim)
-        scores = q @ k.transpose(-2, -1) / scale  # (B, H, L, L)
-        if mask is not None and self.bug.get("mask") != "ignored":
+        if self.bug.get("core") == "float32":  # correct: the core in float32, cast back
+            q, k, v = q.float(), k.float(), v.float()
+        if self.bug.get("core") == "einsum":
+            scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / scale  # (B, H, L, L)
+        else:
+            scores = q @ k.transpose(-2, -1) / scale  # (B, H, L, L)
+        if mask is not None and self.bug.get("mask") not in ("ignored", "after"):
             scores = scores.masked_fill(mask if self.bug.get("mask") == "flipped" else ~mask, float("-inf"))
-        weights = scores.softmax(dim=-1)  # (B, H, L, L)
-        out = (weights @ v).transpose(1, 2).reshape(B, L, hidden)  # (B, L, hidden)
+        weights = scores.softmax(dim=self.bug.get("softmax_dim", -1))  # (B, H, L, L)
+        if mask is not None and self.bug.get("mask") == "after":
+            weights = weights.masked_fill(~mask, 0.0)  # bug: zeroed after the softmax, rows sum < 1
+        if self.bug.get("dropout"):
+            weights = F.dropout(weights, 0.1)  # bug: training=True by default, even in eval
+        out = (weights @ v).to(x.dtype)  # (B, H, L, hd)
+        if self.bug.get("merge") == "reshape":
+            out = out.reshape(B, L, hidden)  # bug: no transpose back
+        else:
+            out = out.transpose(1, 2).reshape(B, L, hidden)  # (B, L, hidden)
         if self.bug.get("o_proj") != "missing":
             out = self.o_proj(out)
-        return out, weights
+        return out, weights.to(x.dtype)
 
 
 def mha_class(**bug):
@@ -306,3 +333,270 @@ def test_layer_misc_failures(capsys):
 
     ok, out = verdict(capsys, check_mha, NoMaskArg)
     assert not ok and "causal mask" in out and "TypeError" in out
+
+
+# =============================================================================== the ARENA-style tables
+# Each checker: the stub fails, the reference passes, correct answers written differently pass,
+# and each usual mistake gets its own diagnosis (a phrase only that diagnosis contains).
+
+
+def sdpa_einsum(q, k, v, mask=None):
+    scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5  # (..., Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)  # -1e9 is safe in float32/float64
+    weights = scores.softmax(-1)  # (..., Lq, Lk)
+    return torch.einsum("...qk,...kd->...qd", weights, v), weights
+
+
+def sdpa_float32_list(q, k, v, mask=None):
+    q32, k32, v32 = q.float(), k.float(), v.float()  # float32 core: within the checker's rtol 1e-5
+    scores = q32 @ k32.mT / math.sqrt(q.shape[-1])  # (..., Lq, Lk)
+    if mask is not None:
+        scores = scores + torch.zeros_like(scores).masked_fill(~mask, float("-inf"))  # additive -inf mask
+    weights = scores.softmax(-1)  # (..., Lq, Lk)
+    return [weights @ v32, weights]  # a list is fine
+
+
+def sdpa_torch_out(q, k, v, mask=None):
+    weights = make_sdpa(fill=torch.finfo(q.dtype).min)(q, k, v, mask)[1]  # (..., Lq, Lk)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), weights
+
+
+def sdpa_renormalised(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)  # (..., Lq, Lk)
+    if mask is not None:  # mask after the softmax, then renormalise: the same weights
+        weights = weights * mask
+        weights = weights / weights.sum(-1, keepdim=True).clamp_min(1e-30)
+    return weights @ v, weights
+
+
+def sdpa_with(edit):
+    """The right answer with ``edit(q, k, v, mask, scores) -> (out, weights)`` as its last step."""
+
+    def sdpa(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Lq, Lk)
+        return edit(q, k, v, mask, scores)
+
+    return sdpa
+
+
+def _soft(scores, mask):
+    return (scores if mask is None else scores.masked_fill(~mask, float("-inf"))).softmax(-1)
+
+
+def sdpa_attn_mask(q, k, v, attn_mask=None):
+    return make_sdpa()(q, k, v, attn_mask)
+
+
+def sdpa_k_T(q, k, v, mask=None):
+    weights = torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1)  # bug: .T reverses every axis
+    return weights @ v, weights
+
+
+SDPA_TABLE = [
+    (stub, False, "not attempted"),
+    (lambda q, k, v, mask=None: __import__("attn_core").scaled_dot_product_attention(q, k, v, mask), True, "✅"),
+    (sdpa_einsum, True, "✅"),
+    (sdpa_float32_list, True, "✅"),
+    (sdpa_torch_out, True, "✅"),
+    (sdpa_renormalised, True, "✅"),
+    (sdpa_with(lambda q, k, v, m, s: (_soft(s, m), _soft(s, m) @ v)), False, "did you return (weights, out)?"),
+    (sdpa_attn_mask, False, "name the argument `mask`"),
+    (sdpa_k_T, False, "use k.transpose(-2, -1)"),
+    (
+        sdpa_with(lambda q, k, v, m, s: (lambda w: (w @ v, w))(s.softmax(-1) * (1 if m is None else m))),
+        False,
+        "after the softmax",
+    ),
+    (
+        sdpa_with(lambda q, k, v, m, s: (lambda w: (w @ v, w))((s if m is None else s + m.float()).softmax(-1))),
+        False,
+        "added the mask to the scores as numbers",
+    ),
+    (
+        sdpa_with(
+            lambda q, k, v, m, s: (lambda w: (w @ v, w))(_soft(s * math.sqrt(q.shape[-1]) / math.sqrt(v.shape[-1]), m))
+        ),
+        False,
+        "divided by √d_v",
+    ),
+    (
+        sdpa_with(lambda q, k, v, m, s: (lambda w: (w @ v, w))(F.dropout(_soft(s, m), 0.1))),
+        False,
+        "dropout is still on",
+    ),
+    (make_sdpa(mask_mode="flipped"), False, "mask convention is flipped"),
+    (make_sdpa(scale="none"), False, "no scale"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`:UserWarning")  # sdpa_k_T's own warning, handed on
+@pytest.mark.parametrize("answer, passes, phrase", SDPA_TABLE)
+def test_sdpa_table(capsys, answer, passes, phrase):
+    ok, out = verdict(capsys, check_sdpa, answer)
+    assert ok is passes and phrase in out, out
+
+
+def causal_loops(q_len, k_len):
+    mask = torch.zeros(q_len, k_len, dtype=torch.bool)  # (Lq, Lk)
+    for i in range(q_len):
+        for j in range(k_len):
+            mask[i, j] = j <= i + k_len - q_len
+    return mask
+
+
+CAUSAL_TABLE = [
+    (stub, False, "not attempted"),
+    (right_causal, True, "✅"),
+    (lambda q, k: torch.arange(k) <= torch.arange(q)[:, None] + (k - q), True, "✅"),
+    (lambda q, k: ~torch.ones(q, k, dtype=torch.bool).triu(diagonal=k - q + 1), True, "✅"),
+    (lambda q, k: torch.from_numpy(__import__("numpy").tri(q, k, k - q, dtype=bool)), True, "✅"),
+    (causal_loops, True, "✅"),
+    (lambda q, k: torch.ones(q, k, dtype=torch.bool).tril(), False, "With a KV cache the 3 queries are the"),
+    (lambda q, k: torch.ones(q, k, dtype=torch.bool).tril(max(k - q, 0)), False, "queries see no key at all"),
+    (lambda q, k: right_causal(q, k).float(), False, "*added* to the scores"),
+    (lambda q, k: right_causal(q, k).to(torch.uint8), False, "refuses an integer (torch.uint8)"),
+    (lambda q, k: torch.ones(q, k, dtype=torch.bool).triu(diagonal=k - q + 1), False, "the mask is flipped"),
+    (lambda q, k: torch.ones(q, k, dtype=torch.bool).tril(diagonal=k - q - 1), False, "diagonal is excluded"),
+]
+
+
+@pytest.mark.parametrize("answer, passes, phrase", CAUSAL_TABLE)
+def test_causal_mask_table(capsys, answer, passes, phrase):
+    ok, out = verdict(capsys, check_causal_mask, answer)
+    assert ok is passes and phrase in out, out
+    assert "last 5 of 3" not in out  # q_len > k_len is not a KV-cache step
+
+
+class SdpaCoreMHA(mha_class()):
+    """Correct: F.scaled_dot_product_attention for the output, the weights computed alongside."""
+
+    def forward(self, x, mask=None):
+        B, L, hidden = x.shape
+        q, k, v = (self.split(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, L, hd)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, L, hd)
+        weights = make_sdpa()(q, k, v, mask)[1]  # (B, H, L, L)
+        return self.o_proj(out.transpose(1, 2).reshape(B, L, hidden)), weights
+
+
+class LoopMHA(mha_class()):
+    """Correct: one head at a time, concatenated."""
+
+    def forward(self, x, mask=None):
+        B, L, hidden = x.shape
+        q, k, v = (self.split(p(x), self.num_heads) for p in (self.q_proj, self.k_proj, self.v_proj))  # (B, H, L, hd)
+        outs, weights = [], []
+        for h in range(self.num_heads):
+            head_mask = None if mask is None else mask[..., 0, :, :] if mask.dim() == 4 else mask  # (B|1, L, L)
+            o, w = make_sdpa()(q[:, h], k[:, h], v[:, h], head_mask)  # (B, L, hd), (B, L, L)
+            outs.append(o)
+            weights.append(w)
+        return self.o_proj(torch.cat(outs, dim=-1)), torch.stack(weights, dim=1)  # (B, L, hidden), (B, H, L, L)
+
+
+LAYER_MISTAKES = [
+    (dict(merge="reshape"), "heads merged without the transpose"),
+    (dict(split="reshape", merge="reshape"), "split AND merged with a bare reshape"),
+    (dict(softmax_dim=-2), "softmax over the wrong dim (-2, the queries)"),
+    (dict(mask="after"), "the mask is applied after the softmax"),
+    (dict(dropout=True), "dropout is still on"),
+    (dict(causal="always"), "you applied a causal mask although the check passed no mask"),
+    (dict(mask="rows"), "blocked the padded query ROWS instead of the padded KEYS"),
+]
+
+
+@pytest.mark.parametrize(
+    "answer, passes, phrase",
+    [
+        (None, False, "not attempted"),
+        (mha_class(), True, "✅"),
+        (mha_class(core="einsum"), True, "✅"),
+        (mha_class(core="float32"), True, "✅"),
+        (SdpaCoreMHA, True, "✅"),
+        (LoopMHA, True, "✅"),
+        *((mha_class(**bug), False, phrase) for bug, phrase in LAYER_MISTAKES),
+    ],
+)
+def test_mha_table(capsys, answer, passes, phrase):
+    ok, out = verdict(capsys, check_mha, answer)
+    assert ok is passes and phrase in out, out
+
+
+@pytest.mark.parametrize(
+    "answer, passes, phrase",
+    [
+        (None, False, "not attempted"),
+        (gqa_class(), True, "✅"),
+        (gqa_class(core="einsum"), True, "✅"),
+        (gqa_class(core="5d"), True, "✅"),
+        (gqa_class(core="float32"), True, "✅"),
+        *((gqa_class(**bug), False, phrase) for bug, phrase in LAYER_MISTAKES),
+        (gqa_class(expand="repeat"), False, "repeat_interleave"),
+    ],
+)
+def test_gqa_table(capsys, answer, passes, phrase):
+    ok, out = verdict(capsys, check_gqa, answer)
+    assert ok is passes and phrase in out, out
+
+
+def test_layer_weights_right_out_wrong_points_at_the_merge(capsys):
+    class WrongAfterSoftmax(mha_class()):
+        def forward(self, x, mask=None):
+            out, weights = super().forward(x, mask)
+            return out * 1.5, weights  # the weights are right; something after them is not
+
+    ok, out = verdict(capsys, check_mha, WrongAfterSoftmax)
+    assert not ok and "the weights are right but out is not" in out and "self.o_proj" in out
+
+
+# ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
+
+
+class _Incomparable:
+    def __eq__(self, other):
+        raise RuntimeError("cannot compare me")
+
+    __hash__ = None
+
+    def __float__(self):
+        raise RuntimeError("cannot convert me")
+
+
+JUNK = [
+    5,
+    "text",
+    [1, 2],
+    (torch.zeros(1),),
+    (None, None),
+    torch.zeros(0),
+    torch.full((2, 3), float("nan")),
+    torch.zeros(2, 3, dtype=torch.complex64),
+    torch.ones(3, 4, dtype=torch.int64),
+    {"a": 1},
+    _Incomparable(),
+]
+
+
+def _one_red_line(out: str) -> bool:
+    return out.count("\n") == 1 and out.startswith("❌")
+
+
+def layer_returning(junk):
+    class Returns(mha_class()):
+        def forward(self, x, mask=None):
+            return junk
+
+    return Returns
+
+
+@pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
+def test_checks_never_raise(junk, capsys):
+    for check in (check_sdpa, check_causal_mask, check_mha, check_gqa):
+        assert check(lambda *args, **kwargs: junk) is False
+        assert _one_red_line(capsys.readouterr().out)
+        assert check(junk) is False  # the value itself instead of a function or class
+        assert _one_red_line(capsys.readouterr().out)
+    assert check_mha(layer_returning(junk)) is False
+    assert _one_red_line(capsys.readouterr().out)
+    assert check_mha(layer_returning((junk, junk))) is False
+    assert _one_red_line(capsys.readouterr().out)

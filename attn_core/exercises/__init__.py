@@ -12,9 +12,14 @@ answer and to run the learner's function without letting its crash escape.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
+import re
+import warnings
 from collections.abc import Callable
 
-__all__ = ["feedback", "NOT_DONE", "is_stub", "call_learner"]
+__all__ = ["feedback", "NOT_DONE", "is_stub", "call_learner", "never_raises"]
 
 NOT_DONE = "not attempted yet: replace the `...` / `raise NotImplementedError` with your answer and run the cell again."
 
@@ -33,6 +38,11 @@ def is_stub(value) -> bool:
     return value is None or value is Ellipsis
 
 
+# Where the learner's warnings were already shown: a check calls the answer several times, and a
+# warning from one line of it should appear once, as it would without the check.
+_SHOWN: set[tuple] = set()
+
+
 def call_learner(fn: Callable, /, *args, **kwargs) -> tuple[object, str | None]:
     """Call the learner's ``fn(*args, **kwargs)``: ``(result, None)``, or ``(None, problem)``.
 
@@ -45,12 +55,75 @@ def call_learner(fn: Callable, /, *args, **kwargs) -> tuple[object, str | None]:
         return None, NOT_DONE
     if not callable(fn):
         return None, f"pass the function itself (its name, no parentheses), got {type(fn).__name__}."
+    caught: list[warnings.WarningMessage] = []
     try:
-        result = fn(*args, **kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = fn(*args, **kwargs)
     except NotImplementedError:
         return None, NOT_DONE
+    except RuntimeError as err:
+        problem = f"your function raised RuntimeError: {err}"
+        if "x.T" in str(err) or any("x.T" in str(w.message) for w in caught) or _uses_dot_t(fn):
+            problem += (
+                " Hint: k.T reverses ALL axes of a batched tensor ((B, L, d) -> (d, L, B)); "
+                "use k.transpose(-2, -1) (or k.mT) to swap only the last two."
+            )
+        return None, problem
+    except TypeError as err:
+        if kwargs and "unexpected keyword argument" in str(err):  # a renamed parameter
+            names = ", ".join(f"`{name}`" for name in kwargs)
+            plural = "s" if len(kwargs) > 1 else ""
+            return None, (
+                f"keep the parameter names of the exercise: name the argument{plural} {names}, "
+                f"the check passes {'them' if plural else 'it'} by name (your function raised TypeError: {err})."
+            )
+        return None, f"your function raised TypeError: {err}"
     except Exception as err:  # the learner's bug: report it, never crash the notebook
         return None, f"your function raised {type(err).__name__}: {err}"
+    finally:  # after the recording context: hand the learner's own warnings on to the notebook
+        for warning in caught:
+            key = (str(warning.message), warning.category, warning.filename, warning.lineno)
+            if key in _SHOWN:
+                continue
+            _SHOWN.add(key)
+            with contextlib.suppress(Warning):  # a filter that turns warnings into errors must not escape
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     if is_stub(result):
         return None, NOT_DONE
     return result, None
+
+
+def _uses_dot_t(fn: Callable) -> bool:
+    """Does the source of ``fn`` use ``.T``? (torch warns about ``.T`` on a batch only once per process.)"""
+    for obj in (fn, type(fn)):
+        try:
+            return re.search(r"\.T\b", inspect.getsource(obj)) is not None
+        except (OSError, TypeError):  # a builtin, or code typed where no source is kept
+            continue
+    return False
+
+
+def never_raises(name: str) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
+    """Decorate a ``check_…``: an answer so unexpected that grading it fails still gets a verdict.
+
+    The checks handle every answer they foresee; this is the net under them, so that a notebook
+    never stops at a check whatever the learner returned (an exotic type, an object whose
+    comparison raises, ...).
+    """
+
+    def decorate(check: Callable[..., bool]) -> Callable[..., bool]:
+        @functools.wraps(check)
+        def guarded(*args, **kwargs) -> bool:
+            try:
+                return check(*args, **kwargs)
+            except Exception as err:  # the answer broke the grader itself: say so, do not raise
+                return feedback(
+                    name,
+                    f"could not grade this answer ({type(err).__name__}: {err}). "
+                    "Return what the exercise asks for (tensors of the stated shapes, or a number).",
+                )
+
+        return guarded
+
+    return decorate

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from attn_core.exercises import NOT_DONE, call_learner, feedback
+from attn_core.exercises import NOT_DONE, call_learner, feedback, never_raises
 from attn_core.layers import GroupedQueryAttention, MultiHeadAttention
 
 __all__ = [
@@ -44,6 +44,24 @@ EXAMPLE_CONFIGS = {
     ),
     # an older config with no num_key_value_heads field: plain multi-head attention
     "tiny-MHA-no-kv-field": dict(hidden_size=256, num_attention_heads=4, num_hidden_layers=2, torch_dtype="float32"),
+    # google/gemma-7b: an explicit head_dim, and 16 heads x 256 = 4096 is wider than hidden_size 3072
+    "Gemma-7B": dict(
+        hidden_size=3072,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        head_dim=256,
+        num_hidden_layers=28,
+        torch_dtype="bfloat16",
+    ),
+    # mistralai/Mistral-Nemo-Base-2407 (12B): head_dim 128, narrower than hidden_size / heads = 160
+    "Mistral-NeMo-12B": dict(
+        hidden_size=5120,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        num_hidden_layers=40,
+        torch_dtype="bfloat16",
+    ),
 }
 
 
@@ -62,6 +80,7 @@ def _as_int_list(answer) -> list[int] | None:
     return values
 
 
+@never_raises("check_kv_head_map")
 def check_kv_head_map(fn: Callable) -> bool:
     """``fn(num_heads, num_kv_heads)`` must return, for each query head ``h``, the kv head it reads."""
     name = "check_kv_head_map"
@@ -73,7 +92,8 @@ def check_kv_head_map(fn: Callable) -> bool:
         values = _as_int_list(answer)
         where = f"for num_heads={num_heads}, num_kv_heads={num_kv_heads}"
         if values is None:
-            return feedback(name, f"{where} return a list of ints (one per query head), got {answer!r}.")
+            got = f"a {answer.dtype} tensor" if isinstance(answer, torch.Tensor) else type(answer).__name__
+            return feedback(name, f"{where} return a list of ints (one per query head), got {got}.")
         if len(values) != num_heads:
             return feedback(
                 name, f"{where} expected {num_heads} entries (one per query head), got {len(values)}: {values}."
@@ -102,6 +122,7 @@ def check_kv_head_map(fn: Callable) -> bool:
 # --------------------------------------------------------------------------- exercise 2
 
 
+@never_raises("check_expand_kv")
 def check_expand_kv(fn: Callable) -> bool:
     """``fn(kv, num_heads)``: kv ``(B, Hkv, L, D)`` -> ``(B, num_heads, L, D)``, head h = kv head h // (H/Hkv)."""
     name = "check_expand_kv"
@@ -119,6 +140,14 @@ def check_expand_kv(fn: Callable) -> bool:
         batch, num_kv_heads, length, dim = shape
         expected_shape = (batch, num_heads, length, dim)
         if tuple(answer.shape) != expected_shape:
+            group = num_heads // num_kv_heads
+            if tuple(answer.shape) == (batch, num_kv_heads * num_heads, length, dim):
+                return feedback(
+                    name,
+                    f"{where} expected shape {expected_shape}, got {tuple(answer.shape)}: you repeated each of the "
+                    f"{num_kv_heads} kv heads num_heads = {num_heads} times. Repeat each by the group size "
+                    f"num_heads // num_kv_heads = {group}, so that {num_kv_heads} x {group} = {num_heads} heads.",
+                )
             return feedback(
                 name,
                 f"{where} expected shape {expected_shape} (B, num_heads, L, D), got {tuple(answer.shape)}. "
@@ -160,11 +189,13 @@ def _kv_bytes(
     layers: bool = True,
     bytes_per_element: bool = True,
     batch: bool = True,
+    explicit_head_dim: bool = True,
 ) -> int:
     """KV-cache bytes of ``config``; the keyword switches build the usual wrong variants."""
     num_heads = config["num_attention_heads"]
     num_kv_heads = config.get(heads_field, num_heads) if heads_field != "num_attention_heads" else num_heads
-    head_dim = config["hidden_size"] // num_heads
+    derived = config["hidden_size"] // num_heads  # the usual head width, when the config gives none
+    head_dim = config.get("head_dim", derived) if explicit_head_dim else derived
     total = kv_factor * num_kv_heads * head_dim * seq_len
     total *= config["num_hidden_layers"] if layers else 1
     total *= DTYPE_BYTES[config["torch_dtype"]] if bytes_per_element else 1
@@ -172,6 +203,7 @@ def _kv_bytes(
     return total
 
 
+_DERIVED = dict(explicit_head_dim=False)  # head_dim = hidden_size // num_attention_heads, even when given
 _KV_BYTES_MISTAKES = (
     (
         dict(heads_field="num_attention_heads"),
@@ -184,9 +216,15 @@ _KV_BYTES_MISTAKES = (
         "you counted elements, not bytes: multiply by the size of torch_dtype (float16/bfloat16 = 2, float32 = 4).",
     ),
     (dict(batch=False), "you forgot batch_size: every sequence in the batch has its own cache."),
+    (
+        dict(),  # right apart from head_dim: matches() tries the derived head_dim
+        "you computed head_dim as hidden_size // num_attention_heads, but this config states its own head_dim "
+        "(Gemma-7B: 16 heads x 256 = 4096, not 3072). Use config.get('head_dim', hidden_size // num_attention_heads).",
+    ),
 )
 
 
+@never_raises("check_kv_cache_bytes")
 def check_kv_cache_bytes(fn: Callable) -> bool:
     """``fn(config, seq_len, batch_size)`` -> KV-cache bytes of a Hugging Face style config dict."""
     name = "check_kv_cache_bytes"
@@ -214,8 +252,14 @@ def check_kv_cache_bytes(fn: Callable) -> bool:
     wrong = [case for case, answer in answers.items() if answer != _kv_bytes(EXAMPLE_CONFIGS[case[0]], *case[1:])]
     if not wrong:
         return feedback(name, None)
+
+    def matches(case, **variant) -> bool:  # the mistake, with or without head_dim also derived from hidden_size
+        config, rest = EXAMPLE_CONFIGS[case[0]], case[1:]
+        return answers[case] in (_kv_bytes(config, *rest, **variant), _kv_bytes(config, *rest, **variant, **_DERIVED))
+
     for variant, message in _KV_BYTES_MISTAKES:
-        if all(answers[case] == _kv_bytes(EXAMPLE_CONFIGS[case[0]], *case[1:], **variant) for case in wrong):
+        explained = [case for case in wrong if matches(case, **variant)]
+        if len(explained) == len(wrong):
             config_name, seq_len, batch = wrong[0]
             return feedback(name, f"on {config_name} ({seq_len} tokens, batch {batch}): {message}")
     config_name, seq_len, batch = wrong[0]
@@ -224,7 +268,7 @@ def check_kv_cache_bytes(fn: Callable) -> bool:
         name,
         f"on {config_name} with seq_len={seq_len}, batch_size={batch} expected {expected:,} bytes, "
         f"got {answers[wrong[0]]:,}. Bytes = 2 (K and V) x layers x kv heads x head_dim x tokens x batch "
-        "x bytes per element, with head_dim = hidden_size // num_attention_heads.",
+        "x bytes per element, with head_dim = config.get('head_dim', hidden_size // num_attention_heads).",
     )
 
 
@@ -291,6 +335,7 @@ def _gqa_to_mha_problem(answer, reference: dict, num_heads: int, num_kv_heads: i
     return None
 
 
+@never_raises("check_gqa_to_mha")
 def check_gqa_to_mha(fn: Callable) -> bool:
     """``fn(gqa)`` -> an ``ac.MultiHeadAttention`` computing exactly what the GroupedQueryAttention ``gqa`` computes."""
     name = "check_gqa_to_mha"

@@ -6,20 +6,30 @@ through :func:`attn_core.exercises.feedback` and returns True/False; it never ra
 answer. A stub (``...``, ``None``, ``raise NotImplementedError``) gets the "not attempted" line.
 Wrong answers are matched against the usual mistakes so the message says *which* one:
 
-- ``check_sdpa(fn)``: ``fn(q, k, v, mask=None) -> (out, weights)``; diagnoses a wrong output or
-  weights shape, transposed weights, softmax over the wrong dim, a missing or wrong scale,
-  a flipped or ignored mask, NaN on fully masked rows, else the largest error and where.
-- ``check_causal_mask(fn)``: ``fn(q_len, k_len) -> bool (q_len, k_len)``; diagnoses a float/int
-  mask, a flipped (``triu``) mask, top-left alignment and an off-by-one diagonal.
+- ``check_sdpa(fn)``: ``fn(q, k, v, mask=None) -> (out, weights)``; diagnoses a swapped
+  ``(weights, out)`` return, a wrong output or weights shape, transposed weights, softmax over
+  the wrong dim, a missing or wrong scale (d_k, √d_v, √d_model), a flipped or ignored mask, the
+  mask applied after the softmax or added as numbers, dropout left on, a parameter not named
+  ``mask``, NaN on fully masked rows, else the largest error and where.
+- ``check_causal_mask(fn)``: ``fn(q_len, k_len) -> bool (q_len, k_len)``; diagnoses a float or
+  integer mask (each in its own words), a flipped (``triu``) mask, top-left alignment (for
+  q_len < k_len and q_len > k_len) and an off-by-one diagonal.
 - ``check_mha(cls)``: ``cls(hidden_dim, num_heads)`` with ``q_proj/k_proj/v_proj/o_proj``;
-  diagnoses attribute names and shapes, the head split, V from ``k_proj``, a missing ``o_proj``,
-  scaling by √hidden_dim and the mask convention.
+  diagnoses attribute names and shapes, the head split and merge (bare ``reshape``, no
+  transpose), V from ``k_proj``, a missing ``o_proj``, scaling by √hidden_dim, softmax over the
+  queries, the mask ignored, flipped, applied after the softmax or to the query rows, a causal
+  mask always on, dropout left on in eval, and "weights right, out wrong" (merge or ``o_proj``).
 - ``check_gqa(cls)``: ``cls(hidden_dim, num_heads, num_kv_heads)``; the same, plus the K/V
   projection sizes and ``repeat`` instead of ``repeat_interleave``.
+
+The checks clone every input they pass, so an answer that modifies its arguments in place is
+graded on its result alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from collections.abc import Callable
 
@@ -27,7 +37,7 @@ import torch
 from torch import nn
 
 from attn_core.attention import scaled_dot_product_attention
-from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask, padding_mask
 
@@ -35,13 +45,20 @@ __all__ = ["check_sdpa", "check_causal_mask", "check_mha", "check_gqa"]
 
 _F64 = torch.float64
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+# A correct answer may compute in float32. Its error, derived for these cases (entries of std 2,
+# d_k <= 16, u = 2**-24 ~ 6e-8 the float32 unit roundoff): each score is a d_k-term dot product
+# whose rounding error is at most d_k·u·Σ|q_i k_i| ~ d_k·u·2.5·d_k, divided by √d_k: <= 2.5·d_k^1.5·u
+# ~ 1e-5 for d_k = 16; a softmax weight's relative error is at most twice its score error, 2e-5. The
+# checks allow 5e-5 (measured: float32 answers use under a fifth of it); every wrong answer they
+# diagnose is off by more than 1e-3.
+_RTOL = 5e-5
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (
         isinstance(a, torch.Tensor)
         and a.shape == b.shape
-        and torch.allclose(a.to(_F64), b.to(_F64), rtol=1e-5, atol=1e-7, equal_nan=False)
+        and torch.allclose(a.to(_F64), b.to(_F64), rtol=_RTOL, atol=1e-7, equal_nan=False)
     )
 
 
@@ -115,6 +132,11 @@ def _sdpa_problem(fn, label, q, k, v, mask) -> str | None:
     d_k = q.shape[-1]
     expected_out, expected_w = _sdpa_reference(q, k, v, mask, 1 / math.sqrt(d_k))
     lq, lk = q.shape[-2], k.shape[-2]
+    if out.shape == expected_w.shape and weights.shape == expected_out.shape and out.shape != weights.shape:
+        return (
+            f"{where} did you return (weights, out)? Your first tensor has the weights' shape (..., Lq, Lk) = "
+            f"{tuple(expected_w.shape)}: return (out, weights), out first."
+        )
     if weights.shape != expected_w.shape:
         if lq != lk and weights.shape == expected_w.transpose(-2, -1).shape:
             return (
@@ -127,11 +149,40 @@ def _sdpa_problem(fn, label, q, k, v, mask) -> str | None:
             f"{where} out should have shape (..., Lq, Dv) = {tuple(expected_out.shape)}, got {_shape(out)}: "
             "out = weights @ v, one mixed value vector per query."
         )
+    if _close(weights, expected_w) and _close(out, expected_out):
+        return None
+    if _is_random(fn, args, {} if mask is None else {"mask": mask}):
+        return f"{where} {_DROPOUT_ON}"
     if _close(weights, expected_w):
-        if _close(out, expected_out):
-            return None
         return f"{where} the weights are right but out is not ({_worst(out, expected_out)}): out = weights @ v."
     return f"{where} " + _sdpa_diagnosis(weights.to(_F64), q, k, v, mask, expected_w)
+
+
+_DROPOUT_ON = (
+    "your results change from call to call on the same input: dropout is still on. F.dropout(x, p) "
+    "defaults to training=True; pass training=self.training (or use nn.Dropout, which .eval() turns off). "
+    "Attention in eval mode, and in this check, must be deterministic."
+)
+
+
+def _is_random(fn, args: tuple, kwargs: dict) -> bool:
+    """Do two calls of ``fn`` on the same inputs, from two random states, return different tensors?"""
+    results = []
+    for seed in (0, 1):
+        with torch.random.fork_rng(devices=[]), contextlib.redirect_stdout(io.StringIO()):  # quiet, RNG untouched
+            torch.manual_seed(seed)
+            result, problem = call_learner(fn, *(a.clone() for a in args), **{n: t.clone() for n, t in kwargs.items()})
+        if problem:
+            return False
+        results.append(result if isinstance(result, (tuple, list)) else (result,))
+    first, second = results
+
+    def differ(a, b) -> bool:  # NaN == NaN here: a NaN in the same place twice is not randomness
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return False
+        return a.shape != b.shape or not bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+    return len(first) == len(second) and any(differ(a, b) for a, b in zip(first, second, strict=True))
 
 
 def _sdpa_diagnosis(weights, q, k, v, mask, expected_w) -> str:
@@ -152,13 +203,27 @@ def _sdpa_diagnosis(weights, q, k, v, mask, expected_w) -> str:
                 "of attention over the keys: torch.softmax(scores, dim=-1)."
             )
     if mask is not None:
-        if _close(weights, _sdpa_reference(q, k, v, None, 1 / math.sqrt(d_k))[1]):
+        unmasked = _sdpa_reference(q, k, v, None, 1 / math.sqrt(d_k))[1]  # (..., Lq, Lk)
+        if _close(weights, unmasked):
             return "the mask is ignored: scores where the mask is False must be filled with -inf before the softmax."
+        if _close(weights, unmasked * mask):
+            return (
+                "you applied the mask after the softmax: the blocked weights are zeroed, but the remaining ones "
+                "no longer sum to 1 (the blocked keys still took their share). Fill the blocked *scores* with "
+                "-inf before the softmax: scores.masked_fill(~mask, float('-inf')), then softmax."
+            )
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)
+        if _close(weights, torch.softmax(scores + mask.to(_F64), dim=-1)):
+            return (
+                "you added the mask to the scores as numbers (True -> +1, False -> 0): a blocked key only loses "
+                "1 from its score and keeps most of its weight. A boolean mask selects: "
+                "scores.masked_fill(~mask, float('-inf')) (an additive mask would hold 0 and -inf)."
+            )
         flipped = ~mask
         sees = mask.any(-1) & flipped.any(-1)  # rows with visible keys under both conventions
         sees = sees.expand(expected_w.shape[:-1])  # (..., Lq)
         candidate = _sdpa_reference(q, k, v, flipped, 1 / math.sqrt(d_k))[1]
-        if sees.any() and torch.allclose(weights[sees], candidate[sees], rtol=1e-5, atol=1e-7):
+        if sees.any() and torch.allclose(weights[sees], candidate[sees], rtol=_RTOL, atol=1e-7):
             return (
                 "the mask convention is flipped: you blocked the True positions. Here True = may attend "
                 "(as in F.scaled_dot_product_attention), so fill where the mask is False: "
@@ -174,6 +239,12 @@ def _sdpa_diagnosis(weights, q, k, v, mask, expected_w) -> str:
         f"you divided by d_k = {d_k}; divide by √d_k = √{d_k} (math.sqrt(q.size(-1))).": 1 / d_k,
         "you multiplied by √d_k; divide by it.": math.sqrt(d_k),
     }
+    d_v = v.shape[-1]
+    if d_v != d_k:
+        scales[
+            f"you divided by √d_v = √{d_v} (the last dim of v); the scale belongs to the dot products q·k: "
+            f"√d_k = √{d_k} (the last dim of q)."
+        ] = 1 / math.sqrt(d_v)
     if q.ndim >= 4:
         d_model = q.shape[-3] * d_k
         scales[
@@ -186,6 +257,7 @@ def _sdpa_diagnosis(weights, q, k, v, mask, expected_w) -> str:
     return f"the weights differ from softmax(Q Kᵀ / √d_k) with the mask applied ({_worst(weights, expected_w)})."
 
 
+@never_raises("check_sdpa")
 def check_sdpa(fn: Callable) -> bool:
     """``fn(q, k, v, mask=None) -> (out, weights)``: scaled dot-product attention from scratch.
 
@@ -253,10 +325,17 @@ def _causal_problem(fn, q_len: int, k_len: int) -> str | None:
                 "mask with True = may attend; ac.mask_to_additive converts it when an API wants the additive form."
             )
         if torch.equal(result != 0, expected):
+            if result.is_floating_point():
+                why = "a float 0/1 mask passed as attn_mask is *added* to the scores (+0 or +1: nothing blocked)"
+            else:
+                why = (
+                    f"F.scaled_dot_product_attention refuses an integer ({result.dtype}) attn_mask, and older "
+                    "nn.MultiheadAttention read a uint8 mask as True = *blocked*, the opposite"
+                )
             return (
                 f"{where} right pattern, wrong dtype: {result.dtype} 0/1. Masks here are torch.bool with "
-                "True = may attend (the convention of F.scaled_dot_product_attention); a float 0/1 mask passed "
-                "as attn_mask is *added* to the scores instead. Return .bool() (or build it with a comparison)."
+                f"True = may attend (the convention of F.scaled_dot_product_attention); {why}. "
+                "Return .bool() (or build it with a comparison)."
             )
         if torch.equal(result == 0, expected):
             return (
@@ -271,7 +350,14 @@ def _causal_problem(fn, q_len: int, k_len: int) -> str | None:
             f"{where} the mask is flipped: True marks the future keys (a triu mask, True = blocked, as in "
             "nn.MultiheadAttention). Here True = may attend: keep the lower triangle (torch.tril) instead."
         )
-    if q_len != k_len and torch.equal(result, variants["top-left"]):
+    if q_len > k_len and torch.equal(result, variants["top-left"]):
+        return (
+            f"{where} top-left alignment. The rule is bottom-right for q_len > k_len too: the last query sees "
+            f"every key and query i sees keys 0..i+(k_len-q_len), so the first q_len-k_len = {q_len - k_len} "
+            "queries see no key at all (as ac.causal_mask). A negative diagonal does it: "
+            "torch.tril(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=k_len - q_len)."
+        )
+    if q_len < k_len and torch.equal(result, variants["top-left"]):
         return (
             f"{where} top-left alignment: query i sees keys 0..i. With a KV cache the {q_len} queries are the "
             f"*last* {q_len} of {k_len} tokens, so query i sees keys 0..i+(k_len-q_len): "
@@ -291,6 +377,7 @@ def _causal_problem(fn, q_len: int, k_len: int) -> str | None:
     )
 
 
+@never_raises("check_causal_mask")
 def check_causal_mask(fn: Callable) -> bool:
     """``fn(q_len, k_len) -> torch.bool (q_len, k_len)``, True = may attend, aligned to the bottom-right
     like :func:`attn_core.causal_mask` (the last query sees every key)."""
@@ -324,20 +411,51 @@ def _variant(ref: GroupedQueryAttention, x, mask, **mistake):
     else:  # [0, 0, 1, 1]: the right grouping
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, L, head_dim)
     scale = {"hidden": 1 / math.sqrt(hidden), "none": 1.0}.get(mistake.get("scale"), 1 / math.sqrt(head_dim))
-    used = {"flipped": None if mask is None else ~mask, "ignored": None}.get(mistake.get("mask_mode"), mask)
-    out, weights = scaled_dot_product_attention(q, k, v, used, scale=scale)  # (B, H, L, hd), (B, H, L, L)
-    out = out.transpose(1, 2).reshape(batch, length, hidden)  # (B, L, hidden)
+    mask_mode = mistake.get("mask_mode")
+    causal = causal_mask(length)  # (L, L)
+    used = {
+        "flipped": None if mask is None else ~mask,
+        "ignored": None,
+        "causal": causal if mask is None else mask & causal,  # a causal mask added whatever was passed
+        "rows": None if mask is None else mask.transpose(-2, -1),  # (B, 1, L, 1): padding blocks query rows
+    }.get(mask_mode, mask)
+    if mistake.get("softmax_dim") == -2 or mask_mode == "after":
+        scores = q @ k.transpose(-2, -1) * scale  # (B, H, L, L)
+        if mask is not None and mask_mode != "after":
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (B, H, L, L)
+        weights = scores.softmax(dim=mistake.get("softmax_dim", -1))  # (B, H, L, L)
+        if mask is not None and mask_mode == "after":  # blocked weights zeroed after the softmax: rows sum < 1
+            weights = weights.masked_fill(~mask, 0.0)  # (B, H, L, L)
+        out = weights @ v  # (B, H, L, head_dim)
+    else:
+        out, weights = scaled_dot_product_attention(q, k, v, used, scale=scale)  # (B, H, L, hd), (B, H, L, L)
+    if mistake.get("merge") == "reshape":  # no transpose back: row l mixes several tokens of one head
+        out = out.reshape(batch, length, hidden)  # (B, L, hidden)
+    else:
+        out = out.transpose(1, 2).reshape(batch, length, hidden)  # (B, L, hidden)
     if mistake.get("o_proj") != "missing":
         out = ref.o_proj(out)  # (B, L, hidden)
     return out, weights
 
 
+_MERGE_FIX = "transpose(1, 2) back to (B, L, H, head_dim), then reshape to (B, L, hidden_dim)"
 _SUSPECTS = [
     (
         dict(split="reshape"),
         "wrong head split: you reshaped (B, L, hidden) straight to (B, H, L, head_dim), which cuts the "
         "*sequence* into heads. view(B, L, H, head_dim) first, then transpose(1, 2) (and transpose back "
         "before merging).",
+    ),
+    (
+        dict(split="reshape", merge="reshape"),
+        "heads split AND merged with a bare reshape: (B, L, hidden) -> (B, H, L, head_dim) cuts the *sequence* "
+        "into heads, and reshaping back does not undo it inside the attention. Split with view(B, L, H, head_dim) "
+        f"+ transpose(1, 2); merge with {_MERGE_FIX}.",
+    ),
+    (
+        dict(merge="reshape"),
+        "heads merged without the transpose: reshaping (B, H, L, head_dim) straight to (B, L, hidden_dim) mixes "
+        f"tokens of one head into one row. {_MERGE_FIX}.",
     ),
     (
         dict(value="k"),
@@ -351,11 +469,33 @@ _SUSPECTS = [
     ),
     (dict(scale="none"), "the 1/√head_dim scale is missing."),
     (
+        dict(softmax_dim=-2),
+        "softmax over the wrong dim (-2, the queries): each query spreads one unit of attention over the "
+        "keys, so normalise over the last dim: scores.softmax(dim=-1).",
+    ),
+    (
         dict(expand="repeat"),
         "K/V heads expanded with .repeat (tiles kv heads 0,1,0,1): query heads 2h and 2h+1 must share kv head h. "
         "Use repeat_interleave(num_heads // num_kv_heads, dim=1).",
     ),
 ]
+_MASK_SUSPECTS = [
+    (dict(mask_mode="ignored"), "the mask is ignored: scores where mask is False must become -inf."),
+    (
+        dict(mask_mode="after"),
+        "the mask is applied after the softmax: zeroing blocked weights leaves rows that sum to less than 1. "
+        "Fill the blocked *scores* with -inf before the softmax: scores.masked_fill(~mask, float('-inf')).",
+    ),
+]
+_ALWAYS_CAUSAL = (
+    "you applied a causal mask although the check passed {what}: the `mask` argument decides what a query "
+    "sees (mask=None: every key). Apply the mask you are given, and add no causal mask of your own."
+)
+
+
+def _matches_on_rows(out: torch.Tensor, candidate: torch.Tensor, rows: torch.Tensor) -> bool:
+    """Does ``out (B, L, hidden)`` equal ``candidate`` on the query rows ``rows (B, L)``?"""
+    return bool(rows.any()) and torch.allclose(out[rows], candidate[rows], rtol=_RTOL, atol=1e-7)
 
 
 def _layer_problem(layer, ref: GroupedQueryAttention) -> str | None:
@@ -400,7 +540,11 @@ def _forward_problem(layer, ref, x, mask, label) -> str | None:
     args = {} if mask is None else {"mask": mask.clone()}
     result, problem = call_learner(layer, x.clone(), **args)
     if problem:
-        return problem if problem == NOT_DONE else f"{where} forward {problem.removeprefix('your function ')}"
+        if problem == NOT_DONE:
+            return problem
+        if problem.startswith("your function "):
+            return f"{where} forward {problem.removeprefix('your function ')}"
+        return f"{where} forward: {problem}"
     pair, problem = _pair(result, "forward")
     if problem:
         return f"{where} {problem}"
@@ -420,33 +564,48 @@ def _forward_problem(layer, ref, x, mask, label) -> str | None:
         return f"{where} weights should have shape (B, num_heads, L, L) = {want}, got {_shape(weights)}."
     if _close(out, expected_out) and _close(weights, expected_w):
         return None
+    if _is_random(layer, (x,), args):
+        return f"{where} {_DROPOUT_ON}"
     out = out.detach().to(_F64)
-    suspects = list(_SUSPECTS)
-    if mask is not None:
-        suspects.append(
-            (dict(mask_mode="ignored"), "the mask is ignored: scores where mask is False must become -inf.")
-        )
+    suspects = _SUSPECTS + (_MASK_SUSPECTS if mask is not None else [])
     with torch.no_grad():
         for mistake, diagnosis in suspects:
             if mistake.get("expand") and ref.num_kv_heads in (1, ref.num_heads):
                 continue  # repeat == repeat_interleave there
             if _close(out, _variant(ref, x, mask, **mistake)[0]):
                 return f"{where} {diagnosis}"
+        if mask is None or mask.shape[-2] == length:  # no mask, or a causal one: always-causal leaves it alone
+            if mask is None and _close(out, _variant(ref, x, mask, mask_mode="causal")[0]):
+                return f"{where} " + _ALWAYS_CAUSAL.format(what="no mask")
+        elif _close(out, _variant(ref, x, mask, mask_mode="causal")[0]):
+            return f"{where} " + _ALWAYS_CAUSAL.format(what="a padding mask only")
         if mask is not None:
             flipped = ~mask
             sees = (mask.any(-1) & flipped.any(-1)).expand(expected_w.shape[:-1]).all(1)  # (B, L)
-            candidate = _variant(ref, x, mask, mask_mode="flipped")[0]  # (B, L, hidden)
-            if sees.any() and torch.allclose(out[sees], candidate[sees], rtol=1e-5, atol=1e-7):
+            if _matches_on_rows(out, _variant(ref, x, mask, mask_mode="flipped")[0], sees):
                 return (
                     f"{where} the mask convention is flipped: True = may attend here, so fill the scores where "
                     "the mask is False: scores.masked_fill(~mask, float('-inf'))."
                 )
+            if mask.shape[-2] == 1:  # a key-padding mask (B, 1, 1, L): was it put on the query rows?
+                rows = mask.transpose(-2, -1).any(-1).expand(expected_w.shape[:-1]).all(1)  # (B, L): rows kept
+                if not rows.all() and _matches_on_rows(out, _variant(ref, x, mask, mask_mode="rows")[0], rows):
+                    return (
+                        f"{where} the padding mask blocked the padded query ROWS instead of the padded KEYS: a "
+                        "(B, 1, 1, L) padding mask indexes the keys (the last axis), so that no query sees a padded "
+                        "key. Use it as given (it broadcasts over heads and queries); do not transpose it."
+                    )
     if torch.isnan(out).any():
         return f"{where} out contains NaN: is a query row fully masked, or the mask applied where it is True?"
     if _close(out, expected_out):
         return (
             f"{where} out is right but the returned weights are not ({_worst(weights, expected_w)}): "
             "return the softmax weights (B, H, L, L)."
+        )
+    if _close(weights, expected_w):
+        return (
+            f"{where} the weights are right but out is not ({_worst(out, expected_out)}): the mistake comes after "
+            f"the softmax. Check weights @ v, the merge ({_MERGE_FIX}) and self.o_proj."
         )
     return f"{where} right shapes, wrong numbers: {_worst(out, expected_out)} in out."
 
@@ -481,6 +640,7 @@ def _check_layer(name: str, cls, configs) -> bool:
     return feedback(name, None)
 
 
+@never_raises("check_mha")
 def check_mha(cls) -> bool:
     """``cls(hidden_dim, num_heads)``: an ``nn.Module`` with ``q_proj, k_proj, v_proj, o_proj``
     (``nn.Linear(hidden_dim, hidden_dim)``) and ``forward(x, mask=None) -> (out, weights)``:
@@ -489,6 +649,7 @@ def check_mha(cls) -> bool:
     return _check_layer("check_mha", cls, [((12, 3), 3, 0), ((16, 4), 4, 1)])
 
 
+@never_raises("check_gqa")
 def check_gqa(cls) -> bool:
     """``cls(hidden_dim, num_heads, num_kv_heads)``: like :func:`check_mha`, but k_proj/v_proj output
     ``num_kv_heads * head_dim`` features and query head h reads kv head ``h // (num_heads // num_kv_heads)``."""

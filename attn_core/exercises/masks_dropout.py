@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 from attn_core.masks import causal_mask, padding_mask, sliding_window_mask
 
 __all__ = [
@@ -66,6 +66,7 @@ def _mask_problem(answer, expected: torch.Tensor, near_misses: dict[str, torch.T
 SLIDING_CASES = ((6, 3), (5, 1), (4, 4), (7, 2), (3, 5))
 
 
+@never_raises("sliding-window mask")
 def check_sliding_window_mask(fn: Callable[[int, int], torch.Tensor]) -> bool:
     """``fn(seq_len, window)`` must return the boolean ``(seq_len, seq_len)`` sliding-window mask:
     query ``i`` may attend to keys ``i - window + 1 .. i`` (itself and the ``window - 1`` before it)."""
@@ -88,8 +89,21 @@ def check_sliding_window_mask(fn: Callable[[int, int], torch.Tensor]) -> bool:
                 (query - key).abs() < window
             ),
             "you forgot the window: this is the plain causal mask (add query - key < window).": causal_mask(seq_len),
+            "your window looks at keys after the query (key > query), the future: transpose it. Query i keeps "
+            "keys i - window + 1 .. i, i.e. key <= query and query - key < window.": expected.T,
+            "this lets every query see the keys after the query (the future) and blocks the past: it is the "
+            "causal mask transposed. Keep key <= query, and query - key < window.": causal_mask(seq_len).T,
         }
-        problem = _mask_problem(answer, expected, near_misses, f"seq_len={seq_len}, window={window}")
+        where = f"seq_len={seq_len}, window={window}"
+        problem = _mask_problem(answer, expected, near_misses, where)
+        if problem is not None and problem.startswith(f"{where}: wrong values"):
+            future = answer & (key > query)  # (L, L): keys after the query that the answer lets through
+            if future.any():
+                first = tuple(future.nonzero()[0].tolist())
+                problem = (
+                    f"{where}: your mask lets a query see keys after the query (the future), first at index "
+                    f"{first}: query {first[0]} sees key {first[1]}. A sliding window is causal: key <= query."
+                )
         if problem is not None:
             return feedback(name, problem)
     return feedback(name, None)
@@ -102,6 +116,7 @@ def check_sliding_window_mask(fn: Callable[[int, int], torch.Tensor]) -> bool:
 BATCH_CASES = (([3, 5], 5), ([1, 4, 2], 4), ([6], 6))
 
 
+@never_raises("causal + padding mask")
 def check_causal_padding_mask(fn: Callable[[Sequence[int], int], torch.Tensor]) -> bool:
     """``fn(lengths, seq_len)`` must return the boolean ``(B, 1, L, L)`` mask of a right-padded batch:
     query ``i`` of sequence ``b`` may attend to key ``j`` iff ``j <= i`` and ``j < lengths[b]``."""
@@ -149,6 +164,14 @@ def _mha_cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(square_blocked, square_padding), (rect_blocked, rect_padding)]
 
 
+def _on_query_axis(allowed: torch.Tensor, key_padding_mask: torch.Tensor) -> torch.Tensor:
+    """``allowed & ~key_padding_mask`` with the padding on the query axis, when Lq == Lk (else an empty tensor)."""
+    if allowed.shape[0] != key_padding_mask.shape[-1]:
+        return torch.empty(0, dtype=torch.bool)  # Lq ≠ Lk: that mistake cannot even be built
+    return allowed & (~key_padding_mask)[:, None, :, None]  # (B, 1, Lq, Lk)
+
+
+@never_raises("nn.MultiheadAttention masks -> attn_core")
 def check_mask_from_mha(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> bool:
     """``fn(attn_mask, key_padding_mask)`` gets ``nn.MultiheadAttention``'s boolean masks,
     ``attn_mask (Lq, Lk)`` and ``key_padding_mask (B, Lk)``, both True = BLOCKED, and must return
@@ -175,6 +198,8 @@ def check_mask_from_mha(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
             "you combined with |: a key must be allowed by BOTH masks, so combine with &.": allowed | keys_real,
             "you forgot key_padding_mask: padded keys must be blocked too.": allowed.expand(full),
             "you forgot attn_mask: only the padding is applied.": keys_real.expand(full),
+            "you put key_padding_mask on the QUERY axis: it marks padded KEYS, so it indexes the last axis, "
+            "(~key_padding_mask)[:, None, None, :] of shape (B, 1, 1, Lk).": _on_query_axis(allowed, key_padding_mask),
         }
         where = f"attn_mask {tuple(attn_mask.shape)}, key_padding_mask {tuple(key_padding_mask.shape)}"
         problem = _mask_problem(answer, expected, near_misses, where)
@@ -192,6 +217,7 @@ def check_mask_from_mha(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 ROW_SUM_SETTING = {"lengths": [2, 4], "seq_len": 4, "dropout_p": 0.25}
 
 
+@never_raises("expected row sums under dropout")
 def check_expected_row_sums(answer) -> bool:
     """``answer``: the expected sum of each query's attention weights, shape ``(B, L)``, in the
     ``ROW_SUM_SETTING`` (mask ``real_query & real_key``, ``dropout_p = 0.25``, training mode).
@@ -199,6 +225,8 @@ def check_expected_row_sums(answer) -> bool:
     name = "expected row sums under dropout"
     if is_stub(answer):
         return feedback(name, NOT_DONE)
+    if isinstance(answer, torch.Tensor) and answer.is_complex():
+        return feedback(name, f"expected a (B, L) tensor of real numbers, got dtype {answer.dtype}.")
     try:
         answer = torch.as_tensor(answer, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):

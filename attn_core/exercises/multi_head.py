@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from attn_core.attention import scaled_dot_product_attention
-from attn_core.exercises import NOT_DONE, call_learner, feedback
+from attn_core.exercises import NOT_DONE, call_learner, feedback, never_raises
 from attn_core.layers import MultiHeadAttention
 from attn_core.masks import causal_mask, padding_mask
 
@@ -71,6 +71,7 @@ def _grid(*shape: int) -> torch.Tensor:
 # --------------------------------------------------------------------------- split / merge
 
 
+@never_raises("split_heads")
 def check_split_heads(split_heads) -> bool:
     """``split_heads(x, num_heads)``: ``(B, L, hidden) -> (B, num_heads, L, hidden // num_heads)``."""
     cases = ((2, 3, 8, 4), (1, 5, 6, 3), (3, 2, 4, 1))  # (batch, length, hidden, heads)
@@ -109,6 +110,7 @@ def _split_problem(split_heads, batch: int, length: int, hidden: int, heads: int
     return f"right shape, wrong numbers for {config}: element [0, 1, 0, :] should be {expected[0, 1, 0].tolist()}."
 
 
+@never_raises("merge_heads")
 def check_merge_heads(merge_heads) -> bool:
     """``merge_heads(t)``: ``(B, H, L, head_dim) -> (B, L, H * head_dim)``, the inverse of split_heads."""
     cases = ((2, 4, 3, 2), (1, 3, 5, 2), (3, 1, 2, 4))  # (batch, heads, length, head_dim)
@@ -142,6 +144,7 @@ def _merge_problem(merge_heads, batch: int, heads: int, length: int, head_dim: i
 # --------------------------------------------------------------------------- parameter count
 
 
+@never_raises("mha_param_count")
 def check_param_count(mha_param_count) -> bool:
     """``mha_param_count(hidden_dim, num_heads, bias=True)``: parameters of one MHA layer."""
     cases = ((512, 8, True), (64, 4, True), (64, 16, True), (48, 3, False))  # (hidden_dim, num_heads, bias)
@@ -197,7 +200,9 @@ def _make_layer(hidden: int, heads: int, seed: int) -> MultiHeadAttention:
         return MultiHeadAttention(hidden, heads).to(_F64).eval()
 
 
-def _variant(layer, x, context, mask, *, scale="head", value="v", mask_mode="ours", out_proj=True, split="ok"):
+def _variant(
+    layer, x, context, mask, *, scale="head", value="v", mask_mode="ours", out_proj=True, split="ok", merge="ok"
+):
     """A reference forward with one deliberate mistake switched on (or none)."""
     source = x if context is None else context
     batch, q_len, hidden = x.shape
@@ -214,9 +219,19 @@ def _variant(layer, x, context, mask, *, scale="head", value="v", mask_mode="our
     k = to_heads(layer.k_proj(source_kv))  # (B, H, Lk, head_dim)
     v = to_heads(value_proj(source_kv))  # (B, H, Lk, head_dim)
     factor = {"head": 1 / math.sqrt(head_dim), "hidden": 1 / math.sqrt(hidden), "none": 1.0}[scale]
-    used = {"ours": mask, "flipped": None if mask is None else ~mask, "ignored": None}[mask_mode]
-    out, _ = scaled_dot_product_attention(q, k, v, used, scale=factor)  # (B, H, Lq, head_dim)
-    out = out.transpose(1, 2).reshape(batch, q_len, hidden)  # (B, Lq, hidden)
+    if mask_mode == "multiply":  # scores * mask: a blocked score becomes 0, which softmax still weighs e^0 = 1
+        weights = torch.softmax(q @ k.transpose(-2, -1) * factor * mask, dim=-1)  # (B, H, Lq, Lk)
+        out = weights @ v  # (B, H, Lq, head_dim)
+    elif mask_mode == "zero_after":  # softmax over every key, then the blocked weights zeroed: rows sum < 1
+        weights = torch.softmax(q @ k.transpose(-2, -1) * factor, dim=-1) * mask  # (B, H, Lq, Lk)
+        out = weights @ v  # (B, H, Lq, head_dim)
+    else:
+        used = {"ours": mask, "flipped": None if mask is None else ~mask, "ignored": None}[mask_mode]
+        out, _ = scaled_dot_product_attention(q, k, v, used, scale=factor)  # (B, H, Lq, head_dim)
+    if merge == "reshape":  # no transpose back: one output row mixes several tokens of one head
+        out = out.reshape(batch, q_len, hidden)  # (B, Lq, hidden)
+    else:
+        out = out.transpose(1, 2).reshape(batch, q_len, hidden)  # (B, Lq, hidden)
     return layer.o_proj(out) if out_proj else out  # (B, Lq, hidden)
 
 
@@ -224,6 +239,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.allclose(a.to(_F64), b.to(_F64), rtol=1e-6, atol=1e-8)
 
 
+@never_raises("mha_forward")
 def check_mha_forward(mha_forward) -> bool:
     """``mha_forward(x, layer, context=None, mask=None)``: multi-head attention from scratch.
 
@@ -292,14 +308,29 @@ def _forward_problem(fn, layer, x, context, mask, label) -> str | None:
                 "heads were split with one reshape to (B, H, L, head_dim); "
                 "view as (B, L, H, head_dim), then transpose(1, 2).",
             ),
+            (
+                _variant(layer, x, context, mask, merge="reshape"),
+                "heads were merged with one reshape of (B, H, Lq, head_dim) to (B, Lq, hidden), without "
+                "transposing back, so one output row mixes different tokens: transpose(1, 2), then reshape.",
+            ),
         ]
         if mask is not None:
-            suspects.append(
+            suspects += [
                 (
                     _variant(layer, x, context, mask, mask_mode="ignored"),
                     "the mask is ignored: blocked positions (False) must get weight 0.",
-                )
-            )
+                ),
+                (
+                    _variant(layer, x, context, mask, mask_mode="multiply"),
+                    "you multiplied the scores by the mask: a blocked score becomes 0, and softmax still gives it "
+                    "weight e^0 > 0. Fill blocked scores with -inf instead: scores.masked_fill(~mask, float('-inf')).",
+                ),
+                (
+                    _variant(layer, x, context, mask, mask_mode="zero_after"),
+                    "you zeroed the blocked weights after the softmax, so the rows no longer sum to 1. Mask the "
+                    "scores before the softmax: scores.masked_fill(~mask, float('-inf')), then softmax.",
+                ),
+            ]
         if context is not None:
             suspects.append(
                 (

@@ -14,11 +14,12 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import numbers
 
 import torch
 from torch import nn
 
-from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 from attn_core.layers import GroupedQueryAttention, MultiQueryAttention
 from attn_core.masks import causal_mask
 
@@ -33,7 +34,7 @@ def _fmt(value: float) -> str:
 def _as_number(value) -> float | None:
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy ints and floats count too
         return None
     return value
 
@@ -46,12 +47,18 @@ def _cached_tokens(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, by
     return free_bytes // per_token
 
 
+_TOKEN_FACTORS = ("num_layers", "num_kv_heads", "head_dim", "bytes_per_element")
+
+
+@never_raises("max_cached_tokens")
 def check_max_cached_tokens(fn) -> bool:
     """``fn(free_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element)`` -> the
     number of whole tokens (summed over the batch) whose keys and values fit in ``free_bytes``."""
     name = "max_cached_tokens"
-    # Powers of two: every factor divides the budget exactly, so doubling one factor halves the answer.
-    base = dict(free_bytes=2**30, num_layers=4, num_heads=8, num_kv_heads=2, head_dim=8, bytes_per_element=2)
+    # Powers of two, so every factor divides the budget exactly. Each factor has its own value
+    # (K and V: 2, bytes: 4, kv heads: 8, layers: 16, head_dim: 64), so a forgotten factor makes
+    # the answer too large by a ratio that names it.
+    base = dict(free_bytes=2**30, num_layers=16, num_heads=32, num_kv_heads=8, head_dim=64, bytes_per_element=4)
     expected = _cached_tokens(**base)
     got, problem = call_learner(fn, **base)
     if problem:
@@ -70,28 +77,32 @@ def check_max_cached_tokens(fn) -> bool:
                 "*kv* head; query heads are computed fresh for the new token and never stored. "
                 "Use num_kv_heads.",
             )
+        for factor in _TOKEN_FACTORS:  # a parameter left out: doubling it changes nothing
+            doubled, problem = call_learner(fn, **{**base, factor: 2 * base[factor]})
+            if problem:
+                return feedback(name, problem)
+            if _as_number(doubled) == value:
+                return feedback(
+                    name, f"doubling {factor} should halve the number of tokens that fit, but your answer ignores it."
+                )
         if value == 2 * expected:
             return feedback(
                 name,
                 f"you get {_fmt(value)} tokens, twice the right number: each token stores a key AND a value "
                 "vector per kv head per layer (the factor 2).",
             )
-        for factor in ("num_layers", "num_kv_heads", "head_dim", "bytes_per_element"):
-            halved, problem = call_learner(fn, **{**base, factor: 2 * base[factor]})
-            if problem:
-                return feedback(name, problem)
-            if _as_number(halved) == value:
-                return feedback(
-                    name, f"doubling {factor} should halve the number of tokens that fit, but your answer ignores it."
-                )
         return feedback(
             name,
             f"for {base} you return {_fmt(value)}, expected {expected:,}. Bytes per token = "
             "2 · layers · kv_heads · head_dim · bytes_per_element; divide the budget by it.",
         )
-    # A budget that does not divide evenly: a partial token is useless, round down.
-    uneven = dict(free_bytes=10**6, num_layers=3, num_heads=8, num_kv_heads=2, head_dim=5, bytes_per_element=2)
-    expected = _cached_tokens(**uneven)
+    # A budget that does not divide evenly, with a remainder above half a token: a partial token
+    # is useless, so the answer rounds down, and round() or ceil() would give one token more.
+    per_token = 2 * 3 * 2 * 5 * 2  # 120 bytes: K and V, 3 layers, 2 kv heads, head_dim 5, 2 bytes
+    uneven = dict(
+        free_bytes=8333 * per_token + 100, num_layers=3, num_heads=8, num_kv_heads=2, head_dim=5, bytes_per_element=2
+    )
+    expected = _cached_tokens(**uneven)  # 8333: 8333.83 tokens fit
     got, problem = call_learner(fn, **uneven)
     if problem:
         return feedback(name, problem)
@@ -101,6 +112,14 @@ def check_max_cached_tokens(fn) -> bool:
             return feedback(
                 name,
                 f"for {uneven} you return {_fmt(value)}; a token's K/V is stored whole or not at all: "
+                f"round down with // (expected {expected:,}).",
+            )
+        if value == expected + 1:
+            return feedback(
+                name,
+                f"for {uneven} you return {_fmt(value)}, one token too many: {uneven['free_bytes']:,} bytes hold "
+                f"{uneven['free_bytes'] / per_token:.2f} tokens' K/V, and a partial token cannot be stored. "
+                "round() and ceil() round up here; "
                 f"round down with // (expected {expected:,}).",
             )
         return feedback(name, f"for {uneven} you return {got!r}, expected {expected:,} (round down with //).")
@@ -126,6 +145,7 @@ def _mqa_count_variants(hidden_dim: int, num_heads: int) -> dict[str, int]:
     }
 
 
+@never_raises("mqa_num_params")
 def check_mqa_num_params(fn) -> bool:
     """``fn(hidden_dim, num_heads)`` -> parameters (weights and biases) of one MQA layer."""
     name = "mqa_num_params"
@@ -214,6 +234,7 @@ def _run_forward(layer: nn.Module, *args, **kwargs):
     return result, printed.getvalue(), problem
 
 
+@never_raises("mqa_module")
 def check_mqa_module(cls) -> bool:
     """``cls(hidden_dim, num_heads)``: an nn.Module with q_proj/k_proj/v_proj/o_proj and
     ``forward(x, mask=None) -> (B, L, hidden_dim)``, equal to ``ac.MultiQueryAttention``."""
@@ -228,9 +249,10 @@ def check_mqa_module(cls) -> bool:
     except NotImplementedError:
         return feedback(name, NOT_DONE)
     except Exception as err:
-        return feedback(
-            name, f"{getattr(cls, '__name__', cls)}({hidden_dim}, {num_heads}) raised {type(err).__name__}: {err}"
-        )
+        if not callable(cls):
+            return feedback(name, f"pass the class itself (its name, no parentheses), got {type(cls).__name__}.")
+        label = getattr(cls, "__name__", type(cls).__name__)
+        return feedback(name, f"{label}({hidden_dim}, {num_heads}) raised {type(err).__name__}: {err}")
     if not isinstance(layer, nn.Module):
         return feedback(name, f"the class should subclass nn.Module, got an instance of {type(layer).__name__}.")
 

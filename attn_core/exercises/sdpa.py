@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
+from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 
 __all__ = [
     "TEMPERATURE_SCORES",
@@ -32,8 +32,17 @@ TEMPERATURE_TARGET = 0.9
 TEMPERATURE_TOLERANCE = 0.005
 
 
+# A correct answer may compute in float32. Its error, derived for these cases (entries of std 2,
+# d_k <= 16, u = 2**-24 ~ 6e-8 the float32 unit roundoff): each score is a d_k-term dot product
+# whose rounding error is at most d_k·u·Σ|q_i k_i| ~ d_k·u·2.5·d_k, divided by √d_k: <= 2.5·d_k^1.5·u
+# ~ 1e-5 for d_k = 16; a softmax weight's relative error is at most twice its score error, 2e-5. The
+# checks allow 5e-5 (measured: float32 answers use under a fifth of it); every wrong answer they
+# diagnose is off by more than 1e-3.
+_RTOL = 5e-5
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6)
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=_RTOL, atol=1e-6)
 
 
 def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,7 +64,7 @@ def _attention_case(shape_q, shape_k, shape_v, seed):
 
 
 def _diagnose_weights(weights: torch.Tensor, q, k, v) -> str:
-    d_k = q.shape[-1]
+    d_k, d_v = q.shape[-1], v.shape[-1]
     row_sums = weights.sum(-1)  # (..., Lq)
     col_sums = weights.sum(-2)  # (..., Lk)
     if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-6):
@@ -64,15 +73,29 @@ def _diagnose_weights(weights: torch.Tensor, q, k, v) -> str:
                 "the weights' columns sum to 1, not their rows: softmax ran over the queries (dim=-2). "
                 "Each query shares one unit of attention among the keys: use softmax(..., dim=-1)."
             )
+        first = row_sums.flatten()[0]
+        if first.item() > 1e-6 and torch.allclose(row_sums, first.expand_as(row_sums), rtol=1e-6, atol=1e-9):
+            # Every row sums to the same c ≠ 1: a softmax ran over the keys, then something rescaled it.
+            c = first.item()
+            which = " = 1/√d_k" if math.isclose(c, 1 / math.sqrt(d_k), rel_tol=1e-6) else ""
+            return (
+                f"every row of your weights sums to {c:.3f}{which}, not 1: you scaled after the softmax. "
+                "The scale divides the scores, before the softmax: softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1)."
+            )
         return (
             "the rows of your weights do not sum to 1 "
-            f"(first row sums to {row_sums.flatten()[0].item():.3f}): apply softmax over the keys (dim=-1)."
+            f"(first row sums to {first.item():.3f}): apply softmax over the keys (dim=-1)."
         )
     wrong_scales = {
         "no scale at all: the scores must be divided by √d_k before the softmax.": 1.0,
         "you divided by d_k; divide by √d_k (math.sqrt(q.shape[-1])).": 1.0 / d_k,
         "you multiplied by √d_k; divide by it instead.": math.sqrt(d_k),
     }
+    if d_v != d_k:
+        wrong_scales[
+            f"you divided by √d_v (v.shape[-1] = {d_v}); the scale belongs to the dot products q·k, "
+            f"so it is √d_k (q.shape[-1] = {d_k})."
+        ] = 1.0 / math.sqrt(d_v)
     for message, scale in wrong_scales.items():
         if _close(weights, _reference(q, k, v, scale)[1]):
             return message
@@ -81,12 +104,32 @@ def _diagnose_weights(weights: torch.Tensor, q, k, v) -> str:
     return f"the weights differ from softmax(Q Kᵀ / √d_k) (largest difference {worst:.3g})."
 
 
+def _pair_problem(result) -> str | None:
+    """Why ``result`` is not a pair (output, weights) of tensors, or None."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        return f"return a tuple (output, weights) of two tensors, got {type(result).__name__} instead."
+    for position, item in zip(("output", "weights"), result, strict=True):
+        if not isinstance(item, torch.Tensor):
+            hint = ""
+            if item is None:
+                hint = (
+                    " (F.scaled_dot_product_attention returns the output only: compute the weights yourself, "
+                    "softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1).)"
+                )
+            return (
+                f"return a tuple (output, weights) of two tensors: your {position} element is a "
+                f"{type(item).__name__}, not a tensor.{hint}"
+            )
+    return None
+
+
+@never_raises("attention from scratch")
 def check_attention(attention: Callable) -> bool:
     """Exercise 1: ``attention(q, k, v) -> (output, weights)`` for q ``(..., Lq, d_k)``,
     k ``(..., Lk, d_k)``, v ``(..., Lk, d_v)``; no mask, no dropout."""
     name = "attention from scratch"
     cases = [
-        ((2, 3, 8), (2, 5, 8), (2, 5, 6), 0),  # (B, Lq, d_k), (B, Lk, d_k), (B, Lk, d_v): Lq ≠ Lk ≠ d_v
+        ((2, 3, 8), (2, 5, 8), (2, 5, 6), 0),  # (B, Lq, d_k), (B, Lk, d_k), (B, Lk, d_v): Lq, Lk, d_v all differ
         ((2, 4, 3, 16), (2, 4, 7, 16), (2, 4, 7, 4), 1),  # (B, H, Lq, d_k) ...: extra batch dims
     ]
     for shape_q, shape_k, shape_v, seed in cases:
@@ -94,13 +137,18 @@ def check_attention(attention: Callable) -> bool:
         result, problem = call_learner(attention, q.clone(), k.clone(), v.clone())
         if problem:
             return feedback(name, problem)
-        if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)):
-            return feedback(
-                name, f"return a tuple (output, weights) of two tensors, got {type(result).__name__} instead."
-            )
+        problem = _pair_problem(result)
+        if problem:
+            return feedback(name, problem)
         output, weights = result
         expected_out, expected_weights = _reference(q, k, v, 1.0 / math.sqrt(q.shape[-1]))
         where = f"for q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        if output.shape == expected_weights.shape and weights.shape == expected_out.shape:
+            return feedback(
+                name,
+                f"did you return (weights, output)? {where} your first tensor has the weights' shape "
+                f"(..., Lq, Lk) = {tuple(expected_weights.shape)}: return (output, weights), output first.",
+            )
         if weights.shape == expected_weights.transpose(-2, -1).shape:
             return feedback(
                 name,
@@ -148,6 +196,7 @@ def _true_variance(d_k: int, std: float, scaled: bool) -> float:
     return variance / d_k if scaled else variance
 
 
+@never_raises("variance of q·k")
 def check_score_variance(score_variance: Callable) -> bool:
     """Exercise 2: ``score_variance(d_k, std, scaled) -> float``, the variance of ``q·k`` (divided
     by √d_k when ``scaled``) for q, k with independent zero-mean entries of standard deviation ``std``."""
@@ -201,6 +250,7 @@ def check_score_variance(score_variance: Callable) -> bool:
 # Exercise 3: split a fused QKV projection into three
 
 
+@never_raises("fused QKV split")
 def check_fused_qkv_split(split_qkv: Callable) -> bool:
     """Exercise 3: ``split_qkv(fused: nn.Linear(d, 3d)) -> (q_proj, k_proj, v_proj)``, three
     ``nn.Linear(d, d)`` whose outputs equal ``fused(x).chunk(3, dim=-1)``."""
@@ -271,6 +321,7 @@ def check_fused_qkv_split(split_qkv: Callable) -> bool:
 # Exercise 4: a temperature for a one-hot-ish row
 
 
+@never_raises("temperature")
 def check_temperature(temperature) -> bool:
     """Exercise 4: a temperature T with ``softmax(TEMPERATURE_SCORES / T).max() ≈ TEMPERATURE_TARGET``."""
     name = "temperature"
