@@ -30,8 +30,8 @@ from attn_core.masks import (
     sliding_window_mask,
 )
 from attn_core.models.minilm import load_minilm
-from attn_core.viz.plotting import plot_attention
 from attn_core.tiled import tiled_attention
+from attn_core.viz.plotting import plot_attention
 
 __all__ = [
     "scaled_dot_product_attention",
