@@ -1,10 +1,14 @@
 """Notebook 09 (bug hunt): every planted bug is caught by its probe, and its fix passes."""
 
+import math
+import re
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from attn_core.exercises import NOT_DONE
-from attn_core.exercises.bug_hunt import BUGS, Bug, bug_report, check_all, check_bug, show_bug
+from attn_core.exercises.bug_hunt import BUGS, Bug, HeadsBase, bug_report, check_all, check_bug, show_bug
 
 # The kind of problem each probe must name for its buggy version (not just "something differs").
 EXPECTED_DIAGNOSIS = {
@@ -131,3 +135,120 @@ def test_check_all_reads_fixed_names_from_a_namespace(capsys):
     assert check_all(namespace) == len(BUGS) - 2
     out = capsys.readouterr().out
     assert "❌ gqa_repeat: still failing" in out and "⬜ neg_inf_nan: not attempted" in out
+
+
+# ------------------------------------------------------------------ fixes that are right, or only look right
+
+
+def _masked_scores(q, k, mask, fill):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    return scores if mask is None else scores.masked_fill(~mask, fill)  # (B, H, Lq, Lk)
+
+
+def nan_weights_clean_output(q, k, v, mask=None):
+    """Keeps the -inf fill and cleans only the output: the returned weights still hold NaN rows."""
+    weights = _masked_scores(q, k, mask, float("-inf")).softmax(dim=-1)  # (B, H, Lq, Lk), NaN on dead rows
+    return (weights @ v).nan_to_num(), weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def nan_weights_sdpa_output(q, k, v, mask=None):
+    """Takes the output from torch's kernel (0 on dead rows) but returns NaN weights."""
+    weights = _masked_scores(q, k, mask, float("-inf")).softmax(dim=-1)  # (B, H, Lq, Lk)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def neg_inf_fill(q, k, v, mask=None):
+    """Correct everywhere except on rows with no visible key (bug 4's topic, not bugs 3, 5, 6's)."""
+    weights = _masked_scores(q, k, mask, float("-inf")).softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def renormalise_after_zeroing(q, k, v, mask=None):
+    """Bug 6 fixed the other way: zero the blocked weights, then divide each row by its new sum."""
+    weights = _masked_scores(q, k, None, 0.0).softmax(dim=-1)  # (B, H, Lq, Lk)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # (B, H, Lq, Lk)
+        weights = weights / weights.sum(dim=-1, keepdim=True)  # (B, H, Lq, Lk) rows sum to 1 again
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def finite_fill(q, k, v, mask=None):
+    """Bug 4 fixed with the dtype's own minimum: dead rows get uniform, finite weights."""
+    weights = _masked_scores(q, k, mask, torch.finfo(q.dtype).min).softmax(dim=-1)  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+def nan_to_num_on_weights(q, k, v, mask=None):
+    """Bug 4 fixed by cleaning the weights (not only the output): dead rows become zeros."""
+    weights = _masked_scores(q, k, mask, float("-inf")).softmax(dim=-1).nan_to_num()  # (B, H, Lq, Lk)
+    return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+@pytest.mark.parametrize("fake_fix", [nan_weights_clean_output, nan_weights_sdpa_output])
+def test_a_finite_output_with_nan_weights_is_not_a_fix(fake_fix, capsys):
+    assert check_bug("neg_inf_nan", fake_fix) is False
+    out = capsys.readouterr().out
+    assert "rows of the weights you return contain NaN" in out and "finite weights" in out, out
+
+
+@pytest.mark.parametrize("fix", [finite_fill, nan_to_num_on_weights, BUGS["neg_inf_nan"].fixed])
+def test_bug_4_accepts_any_finite_weights_on_rows_with_no_visible_key(fix):
+    assert BUGS["neg_inf_nan"].probe(fix) is None
+
+
+def test_bug_4_probe_still_contains_a_query_with_no_visible_key():
+    assert "NaN" in BUGS["neg_inf_nan"].probe(neg_inf_fill)
+
+
+@pytest.mark.parametrize("bug_id", ["flipped_mask", "softmax_wrong_dim", "mask_after_softmax"])
+def test_a_correct_fix_written_with_neg_inf_passes_bugs_3_5_6(bug_id):
+    assert BUGS[bug_id].probe(neg_inf_fill) is None
+    assert "sees at least one key" in BUGS[bug_id].signature
+
+
+def test_bug_6_fixed_by_renormalising_after_zeroing_passes():
+    assert BUGS["mask_after_softmax"].probe(renormalise_after_zeroing) is None
+
+
+def _mask_layer(add_head_axis):
+    class MaskLayer(HeadsBase):
+        def forward(self, x, mask=None):
+            B, L, _ = x.shape  # x (B, L, hidden); mask (B, L, L) or (L, L)
+            q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+            k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+            v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, L)
+            if mask is not None:
+                scores = scores.masked_fill(~add_head_axis(mask), torch.finfo(scores.dtype).min)  # (B, H, L, L)
+            weights = scores.softmax(dim=-1)  # (B, H, L, L)
+            return self.o_proj((weights @ v).transpose(1, 2).reshape(B, L, self.hidden_dim)), weights
+
+    return MaskLayer
+
+
+def test_bug_11_unsqueeze_1_crash_on_an_l_by_l_mask_is_diagnosed():
+    problem = BUGS["mask_not_per_head"].probe(_mask_layer(lambda mask: mask.unsqueeze(1)))
+    assert problem.startswith("with a causal mask (L, L)"), problem
+    assert "must match the size" in problem and "unsqueeze(-3)" in problem and "Annotated Transformer" in problem
+
+
+@pytest.mark.parametrize(
+    "add_head_axis",
+    [lambda mask: mask.unsqueeze(-3), lambda mask: mask.unsqueeze(1) if mask.ndim == 3 else mask],
+    ids=["unsqueeze(-3)", "ndim-aware unsqueeze(1)"],
+)
+def test_bug_11_fixes_that_handle_both_mask_shapes_pass(add_head_axis):
+    assert BUGS["mask_not_per_head"].probe(_mask_layer(add_head_axis)) is None
+
+
+@pytest.mark.parametrize("bug_id", list(BUGS))
+def test_learner_facing_text_quotes_mistakes_not_notes_learners_lack(bug_id):
+    """Stories cite the mistake and public issues; no course notes, markdown files or paths outside the repo."""
+    bug = BUGS[bug_id]
+    text = " ".join([bug.title, bug.story, bug.signature, bug.hint, bug.probe(bug.buggy)])
+    assert not re.search(r"(?i)\bseed|\.md\b|\.\./", text), f"{bug_id}: {text}"
+
+
+def test_attention_dropout_is_not_credited_to_the_2017_paper():
+    story = BUGS["dropout_before_softmax"].story
+    assert "Vaswani" not in story and "Annotated Transformer" in story and "BERT" in story

@@ -12,7 +12,9 @@ Two interfaces, one per kind of bug:
 * ``sdpa``: a function ``attention(q, k, v, mask=None)`` with q/k/v ``(B, H, L, D)`` and a
   boolean ``mask`` (True = may attend) that broadcasts to ``(B, H, Lq, Lk)``; it returns
   ``(out (B, H, Lq, D), weights (B, H, Lq, Lk))``. A few bugs change the arguments
-  (``dropout_p``, no mask, ...); their ``signature`` says how.
+  (``dropout_p``, no mask, ...); their ``signature`` says how. Only bug 4's probe has queries
+  with no visible key (fully masked rows), so a correct fix of another bug written with a
+  ``-inf`` fill passes; bug 4's probe accepts any finite weights and output on such rows.
 * ``layer``: a module ``Layer(hidden_dim, num_heads[, num_kv_heads][, dropout=0.0])`` with
   ``q_proj/k_proj/v_proj/o_proj`` laid out as in ``ac.GroupedQueryAttention`` and
   ``forward(x, mask=None) -> (out (B, L, hidden), weights (B, H, L, L))``, where ``mask`` is
@@ -387,15 +389,26 @@ def _unpack(result, out_shape: tuple, weights_shape: tuple) -> tuple[torch.Tenso
 
 
 def _nan_problem(out: torch.Tensor, weights: torch.Tensor) -> str | None:
-    bad = ~torch.isfinite(out).all(dim=-1)  # (..., Lq): rows of the output with a NaN/inf
-    if not bad.any():
-        return None
-    where = bad.nonzero()[0].tolist()
-    return (
-        f"{int(bad.sum())} output rows contain NaN/inf (the first at batch, head, query = {where}). "
-        "Those are the padded queries whose every key is masked: softmax over a row that is all -inf "
-        "computes 0/0."
-    )
+    """A NaN/inf anywhere in ``out`` or in ``weights`` (any finite value is fine for a row with no visible key)."""
+    bad_out = ~torch.isfinite(out).all(dim=-1)  # (..., Lq): rows of the output with a NaN/inf
+    if bad_out.any():
+        where = bad_out.nonzero()[0].tolist()
+        return (
+            f"{int(bad_out.sum())} output rows contain NaN/inf (the first at batch, head, query = {where}). "
+            "Those are the padded queries whose every key is masked: softmax over a row that is all -inf "
+            "computes 0/0."
+        )
+    bad_weights = ~torch.isfinite(weights).all(dim=-1)  # (..., Lq): rows of the weights with a NaN/inf
+    if bad_weights.any():
+        where = bad_weights.nonzero()[0].tolist()
+        return (
+            f"out is finite, but {int(bad_weights.sum())} rows of the weights you return contain NaN/inf (the "
+            f"first at batch, head, query = {where}): the padded queries whose every key is masked, where "
+            "softmax over a row of -inf computes 0/0. Cleaning the output (nan_to_num, or taking it from "
+            "another kernel) leaves the weights you return broken: avoid the 0/0 itself and give those rows "
+            "finite weights (zeros, as attn_core does)."
+        )
+    return None
 
 
 def _weights_diagnosis(weights: torch.Tensor, want: torch.Tensor, mask: torch.Tensor | None, q, k) -> str:
@@ -458,9 +471,8 @@ def _sdpa_problem(impl: Callable, args: tuple, want: tuple, mask: torch.Tensor |
     return None
 
 
-def _sdpa_probe(impl: Callable) -> str | None:
-    """``attention(q, k, v, mask=None)`` against ``ac.scaled_dot_product_attention``."""
-    q, k, v = _qkv(2, 2, 5, 5, 4, seed=1)  # (B, H, L, D)
+def _sdpa_cases(with_fully_masked_rows: bool) -> list[tuple[str, torch.Tensor | None]]:
+    """(what, mask) pairs for the kernel probes; masks True = may attend, broadcast to (B, H, L, L)."""
     lengths = [5, 3]
     pad_keys = padding_mask(lengths)  # (B, 1, 1, L)
     pad_queries = padding_mask(lengths).transpose(-2, -1)  # (B, 1, L, 1)
@@ -468,14 +480,30 @@ def _sdpa_probe(impl: Callable) -> str | None:
         ("without a mask", None),
         ("with a causal mask (L, L)", causal_mask(5)),
         ("with padding, lengths [5, 3], mask (B, 1, 1, L)", pad_keys),
-        ("with padded queries AND keys (rows of a padded query are fully masked)", pad_keys & pad_queries),
     ]
-    for where, mask in cases:
+    if with_fully_masked_rows:  # only bug 4 is about them: a -inf fix of another bug must not fail here
+        cases.append(("with padded queries AND keys (rows of a padded query are fully masked)", pad_keys & pad_queries))
+    return cases
+
+
+def _sdpa_probe(impl: Callable, *, with_fully_masked_rows: bool = False) -> str | None:
+    """``attention(q, k, v, mask=None)`` against ``ac.scaled_dot_product_attention``.
+
+    Without ``with_fully_masked_rows`` every query sees at least one key, so a correct fix that
+    fills with ``-inf`` (NaN only on rows with no visible key, bug 4) passes.
+    """
+    q, k, v = _qkv(2, 2, 5, 5, 4, seed=1)  # (B, H, L, D)
+    for where, mask in _sdpa_cases(with_fully_masked_rows):
         want = scaled_dot_product_attention(q, k, v, mask)  # (B, H, L, D), (B, H, L, L)
         problem = _sdpa_problem(impl, (q, k, v, mask), want, mask, where)
         if problem:
             return problem
     return None
+
+
+def _padded_query_probe(impl: Callable) -> str | None:
+    """Bug 4: the kernel probe plus a padded batch whose padded queries see no key at all."""
+    return _sdpa_probe(impl, with_fully_masked_rows=True)
 
 
 def _dropout_probe(impl: Callable) -> str | None:
@@ -725,6 +753,13 @@ def _mask_probe(impl: Callable) -> str | None:
         ("with a per-sequence mask (B=2, L, L) and 4 heads", per_sequence, 4),
     ):
         problem = _layer_problem(impl, num_heads=num_heads, mask=mask)
+        if problem and mask.ndim == 2 and "must match the size of tensor" in problem:
+            return (
+                f"{where}: {problem.rstrip('.')}. An (L, L) mask has no batch axis: mask.unsqueeze(1) turns it into "
+                "(L, 1, L), which does not line up with the scores (B, H, L, L). unsqueeze(1), as in the "
+                "Annotated Transformer, assumes a mask with a batch axis in front. Count the new head axis from "
+                "the right instead: mask.unsqueeze(-3) makes (L, L) into (1, L, L) and (B, L, L) into (B, 1, L, L)."
+            )
         if problem:
             return f"{where}: {problem}"
     return None
@@ -753,9 +788,11 @@ BUGS: dict[str, Bug] = {
         Bug(
             "scale_by_model_dim",
             "Scaled by the model width",
-            "Seed 001's MultiHeadAttention divides the scores by sqrt(d_model). Copying the formula "
-            "softmax(QKᵀ/√d) with d = the model size instead of the per-head size is one of the most common "
-            "slips in hand-written multi-head attention.",
+            "The scores are divided by the square root of the model width, not of one head's width: "
+            "`wei = q @ k.transpose(-2, -1) * C**-0.5` with C the embedding size. Karpathy's \"Let's build GPT\" "
+            "code shipped exactly this line (karpathy/ng-video-lecture: fixed in gpt.py by pull request #6; "
+            "issue #55 finds it still in the lecture's Colab). With H heads every score is √H times too small, "
+            "so every head's weights are too flat; nothing crashes.",
             "ScaleAttention(hidden_dim, num_heads); forward(x, mask=None) -> (out, weights)",
             ScaleAttention,
             ScaleAttentionFixed,
@@ -766,8 +803,9 @@ BUGS: dict[str, Bug] = {
         Bug(
             "value_from_key_proj",
             "Values from the key projection",
-            "Seed 003's MultiHeadAttention computes V = self.k_proj(X): a copy-paste slip. v_proj exists, "
-            "has parameters, and is never used; every shape is right.",
+            "`v = self.k_proj(x)`: a copy-paste slip from the line above. v_proj exists and has parameters, "
+            "but it is never used (its .grad stays None after backward). Every shape is right, and so are the "
+            "attention weights; only the output is wrong.",
             "ValueAttention(hidden_dim, num_heads); forward(x, mask=None) -> (out, weights)",
             ValueAttention,
             ValueAttentionFixed,
@@ -778,10 +816,14 @@ BUGS: dict[str, Bug] = {
         Bug(
             "flipped_mask",
             "Flipped mask convention",
-            "Seed 002 mixes two conventions in one note (PyTorch half: 0 = blocked; TensorFlow half: 1 = "
-            "blocked) and seed 004 builds a causal mask with True = blocked. nn.MultiheadAttention blocks True, "
-            "F.scaled_dot_product_attention blocks False.",
-            "flipped_mask_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            "`scores.masked_fill(mask, -1e9)` with a mask that says True = may attend blocks exactly the keys "
+            "that should be seen. The conventions really do differ: nn.MultiheadAttention blocks True, "
+            "F.scaled_dot_product_attention's boolean attn_mask blocks False. A public instance: "
+            "rasbt/LLMs-from-scratch issue #1061, where `torch.triu(...).bool()` (True above the diagonal, the "
+            "future) went to F.scaled_dot_product_attention as attn_mask, which lets tokens see the future "
+            "instead of the past; the fix is `~attn_mask`.",
+            "flipped_mask_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend; "
+            "every query in this test sees at least one key",
             flipped_mask_attention,
             flipped_mask_attention_fixed,
             _sdpa_probe,
@@ -791,13 +833,16 @@ BUGS: dict[str, Bug] = {
         Bug(
             "neg_inf_nan",
             "-inf turns padded rows into NaN",
-            "Seed 000's MHA, MQA and GQA all fill with -inf. Fine until a query has no visible key at all (a "
-            "padding query in a padded batch): softmax of a row of -inf is 0/0 = NaN, and the NaN spreads "
-            "through the next layer and the loss.",
-            "neg_inf_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            "`scores.masked_fill(~mask, float('-inf'))` is fine until a query has no visible key at all (a "
+            "padding query in a padded batch, or causal attention with more queries than keys): softmax of a "
+            "row of -inf is 0/0 = NaN, and the NaN spreads through the next layer and the loss. "
+            "nn.MultiheadAttention does the same (pytorch/pytorch issue #41508: NaN gradients once a row is "
+            "fully masked).",
+            "neg_inf_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend; a query with no "
+            "visible key must get finite weights and output (attn_core gives zeros)",
             neg_inf_attention,
             neg_inf_attention_fixed,
-            _sdpa_probe,
+            _padded_query_probe,
             "Find the rows where mask.any(-1) is False. Either give them a finite fill (torch.finfo(dtype).min) "
             "or zero their weights after the softmax, as attn_core does.",
         ),
@@ -806,7 +851,8 @@ BUGS: dict[str, Bug] = {
             "Softmax over the wrong dimension",
             "softmax(dim=1) or dim=-2 where dim=-1 was meant: legal, same shape, no error. Each key's column "
             "sums to 1 instead of each query's row.",
-            "wrong_dim_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            "wrong_dim_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend; "
+            "every query in this test sees at least one key",
             wrong_dim_attention,
             wrong_dim_attention_fixed,
             _sdpa_probe,
@@ -817,7 +863,8 @@ BUGS: dict[str, Bug] = {
             "Mask applied after the softmax",
             "Zeroing the blocked weights after the softmax looks equivalent to masking the scores before it. It "
             "is not: the remaining weights are never renormalised, and the future still shaped the denominator.",
-            "mask_after_softmax_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend",
+            "mask_after_softmax_attention(q, k, v, mask=None) -> (out, weights); mask True = may attend; "
+            "every query in this test sees at least one key",
             mask_after_softmax_attention,
             mask_after_softmax_attention_fixed,
             _sdpa_probe,
@@ -827,9 +874,11 @@ BUGS: dict[str, Bug] = {
         Bug(
             "dropout_before_softmax",
             "Dropout before the softmax",
-            "Attention dropout drops attention probabilities (Vaswani et al.; F.scaled_dot_product_attention's "
-            "dropout_p). Dropping scores instead sets them to 0, and exp(0) = 1: nothing is dropped, rows are "
-            "just distorted and renormalised.",
+            "Attention dropout drops attention probabilities, after the softmax: the Annotated Transformer's "
+            "attention() applies dropout to p_attn, BERT calls it attention_probs_dropout_prob, and "
+            "F.scaled_dot_product_attention's dropout_p does the same. (The 2017 Transformer paper itself "
+            "describes only residual and embedding dropout.) Dropping scores instead sets them to 0, and "
+            "exp(0) = 1: nothing is dropped, rows are just distorted and renormalised.",
             "dropout_attention(q, k, v, dropout_p=0.0) -> (out, weights); dropout always on when dropout_p > 0",
             dropout_attention,
             dropout_attention_fixed,
@@ -840,9 +889,9 @@ BUGS: dict[str, Bug] = {
         Bug(
             "dropout_in_eval",
             "Dropout still active in eval mode",
-            "F.dropout(x, p) has training=True by default, unlike nn.Dropout, which follows module.train()/"
-            "eval(). Seed 004 even carries its own apply_dropout flag next to module.training. Result: "
-            "inference is random and evaluation scores are noisy.",
+            "`F.dropout(weights, p=self.dropout)` inside a module: F.dropout has training=True by default, "
+            "unlike nn.Dropout, which follows module.train()/eval(). Result: dropout stays on at inference, "
+            "outputs are random and evaluation scores are noisy.",
             "DropoutAttention(hidden_dim, num_heads, dropout=0.0); forward(x, mask=None) -> (out, weights)",
             DropoutAttention,
             DropoutAttentionFixed,
@@ -879,22 +928,27 @@ BUGS: dict[str, Bug] = {
             "mask_not_per_head",
             "Per-sequence mask not broadcast over heads",
             "A data loader hands one mask per sequence, (B, L, L); the scores are (B, H, L, L). Broadcasting "
-            "aligns shapes from the right, so the mask's batch axis meets the heads axis: an error when B != H, "
-            "silently wrong numbers when B == H. The Annotated Transformer's mask.unsqueeze(1) is there for this; "
-            "seed 000 instead demands a full (B, H, L, L) mask.",
+            "aligns shapes from the right, so the mask's batch axis meets the heads axis: silently wrong "
+            "numbers when B == H, an error for other batch sizes (and right only by luck when B == 1). The fix "
+            "inserts a head axis counted from the right, mask.unsqueeze(-3), which serves (L, L) and (B, L, L) "
+            "masks alike. The Annotated Transformer writes mask.unsqueeze(1), which assumes a mask with a batch "
+            "axis in front and crashes on an (L, L) mask.",
             "MaskAttention(hidden_dim, num_heads); forward(x, mask=None) -> (out, weights); mask (B, L, L) or (L, L)",
             MaskAttention,
             MaskAttentionFixed,
             _mask_probe,
             "Write the two shapes one above the other, right-aligned: (B, L, L) and (B, H, L, L). Insert a "
-            "size-1 head axis so the same mask serves every head.",
+            "size-1 head axis so the same mask serves every head, and count its position from the right so an "
+            "(L, L) mask works too.",
         ),
         Bug(
             "causal_top_left",
             "Causal mask aligned top-left in a decode step",
             "torch.ones(Lq, Lk).tril() lets query i see keys 0..i. With a KV cache the Lq queries are the "
             "NEWEST tokens, so the single query of a decode step sees only the first key. Prefill (Lq == Lk) "
-            "hides the bug; F.scaled_dot_product_attention(is_causal=True) is top-left too.",
+            "hides the bug. F.scaled_dot_product_attention(is_causal=True) is top-left too (pytorch/pytorch "
+            "issue #108108 discusses changing it; torch.nn.attention.bias.causal_lower_right builds the "
+            "bottom-right mask).",
             "causal_attention(q, k, v) -> (out, weights); the queries are the last Lq of Lk tokens",
             causal_attention,
             causal_attention_fixed,
