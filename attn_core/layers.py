@@ -23,26 +23,48 @@ __all__ = ["GroupedQueryAttention", "MultiHeadAttention", "MultiQueryAttention"]
 class GroupedQueryAttention(nn.Module):
     """Grouped-query attention: ``num_heads`` query heads share ``num_kv_heads`` key/value heads.
 
-    Query head ``h`` uses kv head ``h // (num_heads // num_kv_heads)``.
+    Query head ``h`` uses kv head ``h // (num_heads // num_kv_heads)``. ``head_dim`` defaults to
+    ``hidden_dim // num_heads``; set it to decouple the two (Gemma-7B: 16 heads x 256 = 4096 on a
+    hidden size of 3072; Keras's ``MultiHeadAttention(key_dim=...)`` is the same knob). Projections:
+    q ``hidden -> num_heads * head_dim``, k/v ``hidden -> num_kv_heads * head_dim``,
+    o ``num_heads * head_dim -> hidden``.
 
     ``forward(x, context=None, mask=None, *, is_causal=False, cache=None)``:
         x ``(B, Lq, hidden_dim)``; context ``(B, Lk, hidden_dim)`` for cross-attention
         (keys/values from ``context``); mask boolean, True = may attend, broadcastable to
         ``(B, num_heads, Lq, Lk)``; ``cache`` a :class:`KVCache` that this call appends its
-        keys/values to and attends over. Returns ``(out (B, Lq, hidden_dim),
-        weights (B, num_heads, Lq, Lk))``; dropout hits the weights in training mode only.
+        keys/values to and attends over (a cache belongs to one layer: it is bound on first use).
+        Returns ``(out (B, Lq, hidden_dim), weights (B, num_heads, Lq, Lk))``; dropout hits the
+        weights in training mode only.
     """
 
-    def __init__(self, hidden_dim: int, num_heads: int, num_kv_heads: int, *, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        hidden_dim: int,
+        num_heads: int,
+        num_kv_heads: int,
+        *,
+        head_dim: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+    ):
         super().__init__()
         for name, value in (("hidden_dim", hidden_dim), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}.")
-        if hidden_dim % num_heads != 0:
+        if head_dim is None:
+            if hidden_dim % num_heads != 0:
+                raise ValueError(
+                    f"hidden_dim ({hidden_dim}) must be divisible by num_heads ({num_heads}) so every head "
+                    f"gets head_dim = hidden_dim / num_heads features. Try num_heads in "
+                    f"{[h for h in range(1, min(hidden_dim, 64) + 1) if hidden_dim % h == 0]}, "
+                    "or pass head_dim= explicitly (then any num_heads works)."
+                )
+            head_dim = hidden_dim // num_heads
+        elif isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1:
             raise ValueError(
-                f"hidden_dim ({hidden_dim}) must be divisible by num_heads ({num_heads}) so every head "
-                f"gets head_dim = hidden_dim / num_heads features. Try num_heads in "
-                f"{[h for h in range(1, min(hidden_dim, 64) + 1) if hidden_dim % h == 0]}."
+                f"head_dim must be a positive int (features per head), got {head_dim!r}. "
+                f"Leave it out for the usual hidden_dim // num_heads."
             )
         if num_heads % num_kv_heads != 0:
             raise ValueError(
@@ -54,12 +76,12 @@ class GroupedQueryAttention(nn.Module):
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
-        self.head_dim = hidden_dim // num_heads
+        self.head_dim = head_dim  # need not equal hidden_dim / num_heads (Gemma-7B: 16 heads x 256 on hidden 3072)
         self.dropout = dropout
-        self.q_proj = nn.Linear(hidden_dim, num_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(hidden_dim, num_kv_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(hidden_dim, num_kv_heads * self.head_dim, bias=bias)
-        self.o_proj = nn.Linear(num_heads * self.head_dim, hidden_dim, bias=bias)
+        self.q_proj = nn.Linear(hidden_dim, num_heads * head_dim, bias=bias)  # hidden -> H * head_dim
+        self.k_proj = nn.Linear(hidden_dim, num_kv_heads * head_dim, bias=bias)  # hidden -> Hkv * head_dim
+        self.v_proj = nn.Linear(hidden_dim, num_kv_heads * head_dim, bias=bias)  # hidden -> Hkv * head_dim
+        self.o_proj = nn.Linear(num_heads * head_dim, hidden_dim, bias=bias)  # H * head_dim -> hidden
 
     def extra_repr(self) -> str:
         return (
@@ -107,12 +129,13 @@ class GroupedQueryAttention(nn.Module):
         k = self._split_heads(self.k_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         v = self._split_heads(self.v_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         if cache is not None:
+            cache.bind(self)  # one cache per layer: a cache fed by two layers would mix their keys
             k, v = cache.update(k, v)  # (B, Hkv, T, head_dim): everything cached so far
 
         dropout_p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p)
         # out (B, H, Lq, head_dim), weights (B, H, Lq, Lk)
-        out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.head_dim)  # (B, Lq, hidden)
+        out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.head_dim)  # (B, Lq, H * head_dim)
         return self.o_proj(out), weights  # (B, Lq, hidden), (B, H, Lq, Lk)
 
 
@@ -120,13 +143,17 @@ class MultiHeadAttention(GroupedQueryAttention):
     """Multi-head attention (Vaswani et al. 2017): every query head has its own keys and values.
     Grouped-query attention with ``num_kv_heads == num_heads``."""
 
-    def __init__(self, hidden_dim: int, num_heads: int, *, dropout: float = 0.0, bias: bool = True):
-        super().__init__(hidden_dim, num_heads, num_heads, dropout=dropout, bias=bias)
+    def __init__(
+        self, hidden_dim: int, num_heads: int, *, head_dim: int | None = None, dropout: float = 0.0, bias: bool = True
+    ):
+        super().__init__(hidden_dim, num_heads, num_heads, head_dim=head_dim, dropout=dropout, bias=bias)
 
 
 class MultiQueryAttention(GroupedQueryAttention):
     """Multi-query attention (Shazeer 2019): all query heads share one key head and one value head.
     Grouped-query attention with ``num_kv_heads == 1``."""
 
-    def __init__(self, hidden_dim: int, num_heads: int, *, dropout: float = 0.0, bias: bool = True):
-        super().__init__(hidden_dim, num_heads, 1, dropout=dropout, bias=bias)
+    def __init__(
+        self, hidden_dim: int, num_heads: int, *, head_dim: int | None = None, dropout: float = 0.0, bias: bool = True
+    ):
+        super().__init__(hidden_dim, num_heads, 1, head_dim=head_dim, dropout=dropout, bias=bias)

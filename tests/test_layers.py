@@ -1,4 +1,5 @@
-"""Attention layers: agreement with torch.nn.MultiheadAttention, MHA/MQA as ends of GQA, dropout modes."""
+"""Attention layers: agreement with torch.nn.MultiheadAttention, MHA/MQA as ends of GQA, head_dim decoupled
+from hidden_dim / num_heads, one cache per layer, dropout modes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
+from torch.nn import functional as F
 
 import attn_core as ac
 
@@ -169,6 +171,140 @@ def test_gqa_layer_matches_expanded_mha_layer():
     expected_out, expected_weights = mha(x, is_causal=True)
     assert_close64(out, expected_out)
     assert_close64(weights, expected_weights)
+
+
+# --------------------------------------------------------------------------- head_dim != hidden_dim / num_heads
+
+
+def reference_attention(layer: ac.GroupedQueryAttention, x: torch.Tensor, mask: torch.Tensor | None = None):
+    """Textbook attention with the layer's weights: F.linear projections, torch's SDPA (enable_gqa) for the
+    output, and softmax(q kᵀ / sqrt(head_dim)) with kv heads repeated for the per-head weights."""
+    batch, length, _ = x.shape
+    heads, kv_heads, head_dim = layer.num_heads, layer.num_kv_heads, layer.head_dim
+    q = F.linear(x, layer.q_proj.weight, layer.q_proj.bias).view(batch, length, heads, head_dim).transpose(1, 2)
+    k = F.linear(x, layer.k_proj.weight, layer.k_proj.bias).view(batch, length, kv_heads, head_dim).transpose(1, 2)
+    v = F.linear(x, layer.v_proj.weight, layer.v_proj.bias).view(batch, length, kv_heads, head_dim).transpose(1, 2)
+    # q (B, H, L, head_dim); k, v (B, Hkv, L, head_dim)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # (B, H, L, head_dim)
+    out = F.linear(out.transpose(1, 2).reshape(batch, length, heads * head_dim), layer.o_proj.weight, layer.o_proj.bias)
+    k_per_head = k.repeat_interleave(heads // kv_heads, dim=1)  # (B, H, L, head_dim)
+    scores = q @ k_per_head.transpose(-2, -1) / head_dim**0.5  # (B, H, L, L)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return out, scores.softmax(-1)  # (B, L, hidden), (B, H, L, L)
+
+
+# (hidden_dim, num_heads, num_kv_heads, head_dim): head_dim * num_heads != hidden_dim in every case
+HEAD_DIM_CASES = [(12, 4, 2, 5), (10, 4, 1, 6), (6, 4, 4, 3), (9, 2, 2, 2)]
+
+
+@pytest.mark.parametrize(("hidden_dim", "num_heads", "num_kv_heads", "head_dim"), HEAD_DIM_CASES)
+@pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "causal+padding"])
+def test_explicit_head_dim_matches_textbook_reference(hidden_dim, num_heads, num_kv_heads, head_dim, masked):
+    """A layer whose head_dim is not hidden_dim / num_heads equals F.scaled_dot_product_attention on its weights."""
+    torch.manual_seed(20)
+    layer = ac.GroupedQueryAttention(hidden_dim, num_heads, num_kv_heads, head_dim=head_dim).double().eval()
+    assert layer.head_dim == head_dim
+    x = randn(3, 5, hidden_dim, seed=21)
+    mask = ac.causal_mask(5) & ac.padding_mask([5, 2, 1]) if masked else None  # (B, 1, L, L); no empty rows
+    out, weights = layer(x, mask=mask)
+    expected_out, expected_weights = reference_attention(layer, x, mask)
+    assert out.shape == (3, 5, hidden_dim) and weights.shape == (3, num_heads, 5, 5)
+    assert_close64(out, expected_out)
+    assert_close64(weights, expected_weights)
+
+
+@pytest.mark.parametrize(("hidden_dim", "num_heads", "num_kv_heads", "head_dim"), HEAD_DIM_CASES)
+def test_explicit_head_dim_cached_decoding_equals_full_pass(hidden_dim, num_heads, num_kv_heads, head_dim):
+    """Prefill 2 tokens, then decode one at a time through a KVCache: equals one full causal pass."""
+    torch.manual_seed(22)
+    layer = ac.GroupedQueryAttention(hidden_dim, num_heads, num_kv_heads, head_dim=head_dim).double().eval()
+    x = randn(2, 6, hidden_dim, seed=23)
+    full_out, full_weights = layer(x, is_causal=True)  # (B, 6, hidden), (B, H, 6, 6)
+    cache = ac.KVCache(initial_capacity=2)
+    steps = [layer(x[:, :2], is_causal=True, cache=cache)[0]]  # (B, 2, hidden)
+    for t in range(2, 6):
+        step_out, step_weights = layer(x[:, t : t + 1], is_causal=True, cache=cache)  # (B, 1, hidden), (B, H, 1, t+1)
+        steps.append(step_out)
+        assert_close64(step_weights[:, :, 0], full_weights[:, :, t, : t + 1])
+    assert cache.keys.shape == (2, num_kv_heads, 6, head_dim)
+    assert_close64(torch.cat(steps, dim=1), full_out)
+
+
+@pytest.mark.parametrize(
+    ("name", "hidden_dim", "num_heads", "num_kv_heads", "head_dim", "expected"),
+    [
+        # no biases: q and o are hidden x H*head_dim, k and v hidden x Hkv*head_dim
+        ("Gemma-7B", 3072, 16, 16, 256, 4 * 3072 * 16 * 256),
+        ("Gemma-3-270M", 640, 4, 1, 256, 2 * 640 * 4 * 256 + 2 * 640 * 1 * 256),
+        ("default head_dim", 32, 8, 2, None, 2 * 32 * 32 + 2 * 32 * 8),
+    ],
+)
+def test_parameter_count_follows_head_dim(name, hidden_dim, num_heads, num_kv_heads, head_dim, expected):
+    """Parameter counts of real configurations (built on the meta device: shapes only, no memory)."""
+    with torch.device("meta"):
+        layer = ac.GroupedQueryAttention(hidden_dim, num_heads, num_kv_heads, head_dim=head_dim, bias=False)
+    assert sum(p.numel() for p in layer.parameters()) == expected, name
+    width = num_heads * layer.head_dim
+    assert layer.q_proj.weight.shape == (width, hidden_dim) and layer.o_proj.weight.shape == (hidden_dim, width)
+    assert layer.k_proj.weight.shape == layer.v_proj.weight.shape == (num_kv_heads * layer.head_dim, hidden_dim)
+
+
+def test_head_dim_with_bias_counts_and_subclasses():
+    """Biases add H*head_dim (q), 2*Hkv*head_dim (k, v) and hidden (o); MHA and MQA pass head_dim through."""
+    layer = ac.GroupedQueryAttention(10, 4, 2, head_dim=3)
+    assert sum(p.numel() for p in layer.parameters()) == (10 * 12 + 12) + 2 * (10 * 6 + 6) + (12 * 10 + 10)
+    assert ac.MultiHeadAttention(10, 4, head_dim=3).k_proj.weight.shape == (12, 10)
+    assert ac.MultiQueryAttention(10, 4, head_dim=3).k_proj.weight.shape == (3, 10)
+    assert "head_dim=3" in repr(layer)
+
+
+def test_default_head_dim_is_bit_identical_to_explicit_and_to_plain_linears():
+    """head_dim=None builds exactly what it did before head_dim existed: same shapes, same draws, same outputs."""
+    torch.manual_seed(24)
+    default = ac.GroupedQueryAttention(16, 4, 2)
+    torch.manual_seed(24)
+    explicit = ac.GroupedQueryAttention(16, 4, 2, head_dim=4)
+    torch.manual_seed(24)
+    linears = [nn.Linear(16, 16), nn.Linear(16, 8), nn.Linear(16, 8), nn.Linear(16, 16)]  # q, k, v, o in order
+    for name, linear in zip(("q_proj", "k_proj", "v_proj", "o_proj"), linears, strict=True):
+        assert torch.equal(getattr(default, name).weight, linear.weight)
+        assert torch.equal(getattr(default, name).bias, linear.bias)
+    x = torch.randn(2, 5, 16)
+    default_out, default_weights = default(x, is_causal=True)
+    explicit_out, explicit_weights = explicit(x, is_causal=True)
+    assert torch.equal(default_out, explicit_out) and torch.equal(default_weights, explicit_weights)
+
+
+@pytest.mark.parametrize("head_dim", [0, -4, 2.5, True, "8"])
+def test_bad_head_dim_is_refused_by_name(head_dim):
+    with pytest.raises(
+        ValueError, match=r"head_dim must be a positive int .*got " + repr(head_dim).replace(".", r"\.")
+    ):
+        ac.GroupedQueryAttention(8, 2, 1, head_dim=head_dim)
+
+
+def test_indivisible_hidden_dim_suggests_head_dim():
+    """Without head_dim, hidden_dim % num_heads must be 0; the error names both fixes."""
+    with pytest.raises(ValueError, match=r"hidden_dim \(10\) must be divisible by num_heads \(4\).*head_dim="):
+        ac.MultiHeadAttention(10, 4)
+    assert ac.MultiHeadAttention(10, 4, head_dim=8).head_dim == 8  # explicit head_dim: no divisibility needed
+
+
+# --------------------------------------------------------------------------- one cache per layer
+
+
+def test_one_cache_shared_by_two_layers_is_refused():
+    """A KVCache binds to the first layer that uses it; a second layer gets a ValueError and the cache is intact."""
+    torch.manual_seed(25)
+    first, second = ac.MultiHeadAttention(8, 2).double(), ac.MultiHeadAttention(8, 2).double()
+    x = randn(1, 3, 8, seed=26)
+    cache = ac.KVCache()
+    first(x, is_causal=True, cache=cache)
+    first(x[:, :1], is_causal=True, cache=cache)  # the same layer again: fine
+    with pytest.raises(ValueError, match="another layer"):
+        second(x[:, :1], is_causal=True, cache=cache)
+    assert len(cache) == 4  # the refused call appended nothing
 
 
 # --------------------------------------------------------------------------- dropout modes

