@@ -4,7 +4,10 @@
    returns them) against ``torch.nn.functional.scaled_dot_product_attention`` (torch's
    fused kernel), B=1, 8 heads, D=64, L in {128, 512, 2048}, with and without causal.
 2. Explorer render time (parameters -> Figure -> PNG bytes, what a slider move costs in
-   Python), median over 20 redraws.
+   Python, with each explorer's own panel size), median over 20 redraws, as wall time and as
+   CPU time of this process (the course machine is shared: CPU time hardly moves when other
+   processes load it, wall time does). Then the single map against the 8-head grids: a grid
+   must stay within 2x a single map.
 
 Run: ``python benchmarks/bench_sdpa_and_render.py`` (about a minute on 2 cores).
 """
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
+import time
 
 import matplotlib
 from timing import round_robin_medians  # benchmarks/timing.py (scripts run from their folder)
@@ -23,7 +28,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core.viz import widgets  # noqa: E402
+from attn_core.viz import tiles, widgets  # noqa: E402
 
 
 def bench_kernels() -> None:
@@ -50,25 +55,50 @@ def bench_kernels() -> None:
             print(f"{row} {ours / reference:.1f}× |")
 
 
-RENDER_CASES = [
-    ("temperature (01): 1 map, L=8", dict(seq_len=8, head_dim=64)),
-    ("same with values printed", dict(seq_len=8, head_dim=64, values=True)),
-    ("1 map, L=64", dict(seq_len=64)),
-    ("masks (05): causal+dropout, L=8", dict(seq_len=8, mask_kind="causal", dropout_p=0.2)),
-    ("heads (02): 4-head grid, L=8", dict(seq_len=8, num_heads=4)),
-    ("gqa (04): 8 heads / 2 kv, L=6", dict(seq_len=6, num_heads=8, num_kv_heads=2)),
-    ("8-head grid, L=64", dict(seq_len=64, num_heads=8)),
-]
+SINGLE = "temperature (01): 1 map, L=8"
+GRIDS = ("heads (02): 8-head grid, L=8", "gqa (04): 8 heads / 2 kv, L=6")
+RENDER_CASES = {  # parameters as each explorer starts (panel sizes from widgets.*_explorer)
+    SINGLE: dict(seq_len=8, head_dim=64),
+    "same with values printed": dict(seq_len=8, head_dim=64, values=True),
+    "1 map, L=64": dict(seq_len=64),
+    "masks (05): causal+dropout, L=8": dict(seq_len=8, mask_kind="causal", dropout_p=0.2),
+    "heads (02): 4-head grid, L=8": dict(seq_len=8, num_heads=4, panel_size=2.4),
+    GRIDS[0]: dict(seq_len=8, num_heads=8, panel_size=2.4),
+    GRIDS[1]: dict(seq_len=6, num_heads=8, num_kv_heads=2, panel_size=2.0),
+    "8-head grid, L=64 (panel 2.8)": dict(seq_len=64, num_heads=8),
+}
+
+
+def cpu_medians(fns: dict, rounds: int, warmup: int = 2) -> dict[str, float]:
+    """Median CPU seconds of this process per call, round-robin like timing.round_robin_medians."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.process_time()
+            fn()
+            times[name].append(time.process_time() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def bench_render() -> None:
     print("\n## Explorer render time: parameters -> Figure -> PNG bytes, median of 20 redraws\n")
-    print("| explorer view | median (ms) |")
-    print("|---|---:|")
-    for name, params in RENDER_CASES:
-        redraw = {name: lambda params=params: widgets.figure_png(widgets.render_attention(**params))}
-        seconds = round_robin_medians(redraw, 20)[name]
-        print(f"| {name} | {seconds * 1e3:.0f} |")
+    redraws = {
+        name: (lambda params=params: widgets.figure_png(widgets.render_attention(**params)))
+        for name, params in RENDER_CASES.items()
+    }
+    redraws["tiles (07): 32×32, step 6"] = lambda: widgets.figure_png(tiles.render_tiles(step=6))
+    wall, cpu = round_robin_medians(redraws, 20), cpu_medians(redraws, 20)
+    print("| explorer view | wall (ms) | CPU (ms) |")
+    print("|---|---:|---:|")
+    for name in redraws:
+        print(f"| {name} | {wall[name] * 1e3:.0f} | {cpu[name] * 1e3:.0f} |")
+    print("\n| 8-head grid vs single map | wall ratio | CPU ratio |")
+    print("|---|---:|---:|")
+    for grid in GRIDS:
+        print(f"| {grid} | {wall[grid] / wall[SINGLE]:.2f}× | {cpu[grid] / cpu[SINGLE]:.2f}× |")
 
 
 def main() -> None:

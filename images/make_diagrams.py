@@ -1,9 +1,10 @@
 """Regenerate the series' diagrams: ``python images/make_diagrams.py [OUT_DIR]``.
 
-Writes two PNGs (default: next to this script), with matplotlib alone, offline and
+Writes three PNGs (default: next to this script), with matplotlib alone, offline and
 byte-for-byte reproducible:
 
 - ``sdpa_dataflow.png``        Q, K, V -> QKᵀ -> scale -> mask -> softmax -> dropout -> ·V
+- ``bug_map.png``              the same data flow with notebook 09's twelve bugs numbered where they strike
 - ``mha_mqa_gqa_sharing.png``  which query heads share which K/V heads in MHA, GQA, MQA
 
 Query heads are coloured with ``attn_core.viz.plotting.group_colors``, so the diagram
@@ -20,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from matplotlib.patches import Circle, FancyBboxPatch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
 from attn_core.viz.plotting import group_colors  # noqa: E402
@@ -29,6 +30,7 @@ DPI = 110
 FONT = 15  # projector-sized base font, in points
 INPUT, STEP, OUTPUT = "#dbe9f6", "#eeeeee", "#fde6c8"  # calm fills: inputs, operations, result
 EDGE, INK, NOTE = "#5f6b7a", "#1d2733", "#4a5563"
+BUG = "#c62828"  # bug markers
 
 
 def box(ax, x, y, width, height, title, shape="", fill=STEP, edge=EDGE, size=FONT, ink=INK):
@@ -70,23 +72,26 @@ def canvas(width, height):
     return fig, ax
 
 
-def sdpa_dataflow() -> Figure:
-    """Scaled dot-product attention as a left-to-right pipeline, with a note under each step."""
-    fig, ax = canvas(16.9, 5.6)
-    w, h, y = 1.75, 1.15, 2.3  # operation boxes and the main row's height
+def dataflow(ax, y=2.3, notes=True) -> dict[str, tuple[float, float]]:
+    """Draw the SDPA pipeline with its main row at height ``y``; return the centre of every box by name."""
+    w, h = 1.75, 1.15  # operation boxes
     steps = [
-        (r"$\mathbf{QK^{\top}}$", "Lq × Lk", "scores:\nquery · key\nfor every pair"),
-        (r"$\mathbf{\times\ 1/\sqrt{d_k}}$", "Lq × Lk", "keeps scores\n~unit variance\nas d_k grows"),
-        ("mask", "Lq × Lk", "bool, True =\nmay attend;\nblocked → excluded"),
-        ("softmax", "over keys", "each row\nsums to 1"),
-        ("dropout", "Lq × Lk", "training only;\nidentity in eval"),
-        (r"$\mathbf{\cdot\ V}$", "Lq × dv", "weighted sum\nof value rows"),
+        ("scores", r"$\mathbf{QK^{\top}}$", "Lq × Lk", "scores:\nquery · key\nfor every pair"),
+        ("scale", r"$\mathbf{\times\ 1/\sqrt{d_k}}$", "Lq × Lk", "keeps scores\n~unit variance\nas d_k grows"),
+        ("mask", "mask", "Lq × Lk", "bool, True =\nmay attend;\nblocked → excluded"),
+        ("softmax", "softmax", "over keys", "each row\nsums to 1"),
+        ("dropout", "dropout", "Lq × Lk", "training only;\nidentity in eval"),
+        ("values", r"$\mathbf{\cdot\ V}$", "Lq × dv", "weighted sum\nof value rows"),
     ]
     xs = [3.1 + 2.1 * i for i in range(len(steps) + 1)]  # last x: the output
-    for x, (title, shape, note) in zip(xs, steps, strict=False):
+    where = {}
+    for x, (name, title, shape, note) in zip(xs, steps, strict=False):
         box(ax, x, y, w, h, title, shape)
-        ax.text(x, y - h / 2 - 0.25, note, ha="center", va="top", fontsize=FONT * 0.78, color=NOTE, linespacing=1.3)
+        where[name] = (x, y)
+        if notes:
+            ax.text(x, y - h / 2 - 0.25, note, ha="center", va="top", fontsize=FONT * 0.78, color=NOTE, linespacing=1.3)
     box(ax, xs[-1], y, w, h, "output", "Lq × dv", fill=OUTPUT)
+    where["output"] = (xs[-1], y)
     for a, b in zip(xs, xs[1:], strict=False):
         arrow(ax, (a + w / 2, y), (b - w / 2, y))
 
@@ -94,12 +99,20 @@ def sdpa_dataflow() -> Figure:
     for title, shape, qy in (("Q", "Lq × d", y + 1.45), ("K", "Lk × d", y - 1.45)):
         box(ax, 1.05, qy, 1.4, 1.0, title, shape, fill=INPUT)
         arrow(ax, (1.75, qy), (xs[0] - w / 2, y + (0.25 if qy > y else -0.25)))
+        where[title] = (1.05, qy)
     top = y + 2.05
     box(ax, xs[2], top, w, 0.95, "bool mask", "Lq × Lk", fill=INPUT, size=FONT * 0.9)
     box(ax, xs[5], top, w, 0.95, "V", "Lk × dv", fill=INPUT)
+    where["bool mask"], where["V"] = (xs[2], top), (xs[5], top)
     for x in (xs[2], xs[5]):
         arrow(ax, (x, top - 0.475), (x, y + h / 2))
+    return where
 
+
+def sdpa_dataflow() -> Figure:
+    """Scaled dot-product attention as a left-to-right pipeline, with a note under each step."""
+    fig, ax = canvas(16.9, 5.6)
+    dataflow(ax)
     ax.text(
         0.25,
         5.4,
@@ -110,6 +123,46 @@ def sdpa_dataflow() -> Figure:
         weight="bold",
         color=INK,
     )
+    return fig
+
+
+# Notebook 09's bugs (attn_core.exercises.bug_hunt.BUGS, in order): where each strikes, and how.
+BUG_MAP = [
+    ("scale", (-0.55, 0.75), "scaled by √d_model, not √d_k (the head size)"),
+    ("V", (-0.95, 0.0), "V computed with k_proj (copy-paste)"),
+    ("bool mask", (-0.95, 0.3), "flipped mask: True read as blocked"),
+    ("mask", (-0.55, 0.75), "-inf fill: fully masked rows → NaN"),
+    ("softmax", (-0.55, 0.75), "softmax over queries (dim=-2), not keys"),
+    ("softmax", (0.55, 0.75), "mask applied after the softmax"),
+    ("dropout", (-0.55, 0.75), "dropout before the softmax"),
+    ("dropout", (0.55, 0.75), "dropout still on in eval()"),
+    ("output", (0.0, 0.75), "head merge: view without contiguous()"),
+    ("K", (0.0, -0.72), "GQA: repeat, not repeat_interleave, for K/V"),
+    ("bool mask", (0.0, 0.7), "per-sequence mask not broadcast over heads"),
+    ("bool mask", (0.95, 0.3), "decode step: causal mask aligned top-left"),
+]
+
+
+def bug_marker(ax, x, y, number, radius=0.23):
+    ax.add_patch(Circle((x, y), radius, fc=BUG, ec="white", lw=1.5, zorder=5))
+    ax.text(x, y, str(number), ha="center", va="center", fontsize=FONT * 0.85, weight="bold", color="white", zorder=6)
+
+
+def bug_map() -> Figure:
+    """The SDPA data flow with the twelve bug-hunt bugs numbered where they strike, and a key below."""
+    fig, ax = canvas(16.9, 8.6)
+    where = dataflow(ax, y=5.0, notes=False)
+    for number, (name, (dx, dy), _) in enumerate(BUG_MAP, start=1):
+        x, y = where[name]
+        bug_marker(ax, x + dx, y + dy, number)
+    ax.text(0.25, 8.4, "Where the kernel bugs of notebook 09 strike", ha="left", va="top", fontsize=FONT * 1.2,
+            weight="bold", color=INK)  # fmt: skip
+    ax.plot([0.25, 16.65], [2.75, 2.75], color="#cccccc", lw=1)
+    for number, (_, _, text) in enumerate(BUG_MAP, start=1):
+        column, row = divmod(number - 1, 4)
+        x, y = 0.6 + column * 5.55, 2.3 - row * 0.55
+        bug_marker(ax, x, y, number, radius=0.2)
+        ax.text(x + 0.35, y, text, ha="left", va="center", fontsize=FONT * 0.85, color=INK)
     return fig
 
 
@@ -150,7 +203,7 @@ def sharing_diagram() -> Figure:
     return fig
 
 
-DIAGRAMS = {"sdpa_dataflow.png": sdpa_dataflow, "mha_mqa_gqa_sharing.png": sharing_diagram}
+DIAGRAMS = {"sdpa_dataflow.png": sdpa_dataflow, "bug_map.png": bug_map, "mha_mqa_gqa_sharing.png": sharing_diagram}
 
 
 def main(out_dir: str | Path | None = None) -> list[Path]:

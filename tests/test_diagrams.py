@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 IMAGES = Path(__file__).resolve().parents[1] / "images"
-NAMES = ("sdpa_dataflow.png", "mha_mqa_gqa_sharing.png")
+NAMES = ("sdpa_dataflow.png", "bug_map.png", "mha_mqa_gqa_sharing.png")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -39,7 +39,7 @@ def generated(tmp_path_factory):
     return out_dir, paths
 
 
-def test_main_writes_both_diagrams(generated):
+def test_main_writes_every_diagram(generated):
     out_dir, paths = generated
     assert sorted(p.name for p in paths) == sorted(NAMES)
     for name in NAMES:
@@ -69,3 +69,20 @@ def test_sharing_diagram_uses_the_explorers_group_colours():
     wires = [to_hex(line.get_color()) for line in fig.axes[0].lines]  # one per query head, panel by panel
     expected = group_colors(8, 8) + group_colors(8, 2) + group_colors(8, 1)  # MHA, GQA, MQA
     assert wires == expected
+
+
+def test_bug_map_numbers_every_bug_of_the_bug_hunt_once():
+    """bug_map.png marks each of notebook 09's bugs, in BUGS order, with a numbered marker and a key line."""
+    from attn_core.exercises.bug_hunt import BUGS
+
+    script = load_script()
+    assert len(script.BUG_MAP) == len(BUGS) == 12
+    fig = script.bug_map()
+    numbers = [t.get_text() for t in fig.axes[0].texts if t.get_text().isdigit()]
+    assert sorted(numbers, key=int) == [str(n) for n in range(1, 13) for _ in range(2)]  # on the flow and in the key
+    assert fig.dpi >= 110
+    keys = [text for _, _, text in script.BUG_MAP]
+    fragments = ["√d_model", "k_proj", "flipped", "NaN", "dim=-2", "after the softmax", "before the softmax", "eval",
+                 "contiguous", "repeat_interleave", "broadcast", "top-left"]  # fmt: skip
+    for fragment, key in zip(fragments, keys, strict=True):
+        assert fragment in key

@@ -1,23 +1,26 @@
-"""plot_attention: returns a Figure whose panels show exactly the weights given, labelled and coloured.
+"""plot_attention: returns a Figure whose panels show exactly the weights given, labelled and coloured
+honestly (a fixed 0-1 scale), legibly (110 dpi, >= 9 pt) and fast enough for explorers.
 
-The helpers read panels through the public matplotlib objects only (heatmap images, texts, tick
-labels), so the tests hold whether each panel is its own Axes or an image in one shared Axes.
+Text is drawn as glyph outlines (attn_core.viz.textpaths); the helpers read every string shown,
+with its role, anchor, size and colour, from ``text_items``.
 """
 
 from __future__ import annotations
 
 import io
-import re
 
+import matplotlib
 import numpy as np
 import pytest
 import torch
-from matplotlib.colors import to_hex
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 import attn_core as ac
+from attn_core.viz.plotting import DPI, NAN_HATCH
+from attn_core.viz.textpaths import text_items
 
-NUMBER = re.compile(r"^-?\d+(\.\d+)?$")  # cell annotations such as "0.25"
+VIRIDIS = matplotlib.colormaps["viridis"]
 
 
 def random_weights(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -26,46 +29,27 @@ def random_weights(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.softmax(torch.randn(*shape, generator=generator), dim=-1)
 
 
-def heatmap_axes(fig: Figure) -> list:
-    """Axes that draw attention maps (the colorbar left out)."""
-    return [ax for ax in fig.axes if ax.images and ax.get_label() != "<colorbar>"]
-
-
 def panel_images(fig: Figure) -> list:
-    """One image per panel, in panel order."""
-    return [image for ax in heatmap_axes(fig) for image in ax.images]
+    """One image per panel, in panel order (all panels live in the first Axes)."""
+    return list(fig.axes[0].images)
 
 
-def _anchor(text) -> tuple[float, float]:
-    """Where a text is anchored, in display coordinates (no rendering needed)."""
-    return tuple(text.get_transform().transform(text.get_position()))
+def labels(fig: Figure, role: str) -> list:
+    """The Labels (text, x, y, size, rotation) drawn with ``role``, in drawing order."""
+    return [label for found, label, _ in text_items(fig) if found == role]
 
 
-def _annotations_and_titles(ax) -> list:
-    """Texts of an Axes that are not axis labels: anchored neither below nor left of it."""
-    texts = [t for t in (ax.title, *ax.texts) if t.get_text() and t.get_visible()]
-    return [t for t in texts if _anchor(t)[0] >= ax.bbox.x0 and _anchor(t)[1] >= ax.bbox.y0]
+def texts(fig: Figure, role: str) -> list[str]:
+    return [label.text for label in labels(fig, role)]
 
 
-def panel_titles(fig: Figure) -> list:
-    """The Text objects titling the panels, in panel order (axes titles or texts; cell numbers left out)."""
-    return [t for ax in heatmap_axes(fig) for t in _annotations_and_titles(ax) if not NUMBER.match(t.get_text())]
+def colours(fig: Figure, role: str) -> list[str]:
+    return [colour for found, _, colour in text_items(fig) if found == role]
 
 
-def axis_labels(ax, axis: str) -> list[str]:
-    """Labels along the x axis (tick labels or texts anchored below the Axes) or the y axis (left of it)."""
-    ticks = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
-    labels = [t.get_text() for t in ticks if t.get_visible() and t.get_text()]
-    for text in ax.texts:
-        x, y = _anchor(text)
-        if text.get_visible() and ((axis == "x" and y < ax.bbox.y0) or (axis == "y" and x < ax.bbox.x0)):
-            labels.append(text.get_text())
-    return labels
-
-
-def is_repetition(texts: list[str], tokens: list[str]) -> bool:
-    """True when texts == tokens * n for some n >= 1 (a grid may label each column/row block)."""
-    return bool(texts) and len(texts) % len(tokens) == 0 and texts == tokens * (len(texts) // len(tokens))
+def is_repetition(found: list[str], tokens: list[str]) -> bool:
+    """True when found == tokens * n for some n >= 1 (a grid labels each outer panel)."""
+    return bool(found) and len(found) % len(tokens) == 0 and found == tokens * (len(found) // len(tokens))
 
 
 # --------------------------------------------------------------------------- data
@@ -102,32 +86,55 @@ def test_numpy_input_and_bfloat16_tensor_are_accepted():
 
 def test_panel_titles_follow_heads_and_layers():
     """Default titles name the head (and layer); custom titles replace them in panel order."""
-    heads = panel_titles(ac.plot_attention(random_weights(3, 2, 2), annotate=False))
-    assert [t.get_text() for t in heads] == ["head 0", "head 1", "head 2"]
-    layers = panel_titles(ac.plot_attention(random_weights(2, 2, 2, 2), annotate=False))
-    assert [t.get_text() for t in layers] == [
-        "layer 0 · head 0",
-        "layer 0 · head 1",
-        "layer 1 · head 0",
-        "layer 1 · head 1",
-    ]
-    custom = panel_titles(ac.plot_attention(random_weights(2, 2, 2), titles=["a", "b"], annotate=False))
-    assert [t.get_text() for t in custom] == ["a", "b"]
+    assert texts(ac.plot_attention(random_weights(3, 2, 2)), "title") == ["head 0", "head 1", "head 2"]
+    layers = texts(ac.plot_attention(random_weights(2, 2, 2, 2)), "title")
+    assert layers == ["layer 0 · head 0", "layer 0 · head 1", "layer 1 · head 0", "layer 1 · head 1"]
+    assert texts(ac.plot_attention(random_weights(2, 2, 2), titles=["a", "b"]), "title") == ["a", "b"]
 
 
 @pytest.mark.parametrize(
     "shape", [(3, 4), (2, 3, 4), (6, 3, 4), (2, 2, 3, 4)], ids=["map", "heads", "wrapped", "layers"]
 )
 def test_token_labels_become_tick_labels(shape):
-    """key_labels label the x axis and query_labels the y axis (once per panel block at most)."""
+    """key_labels label the x axis and query_labels the y axis, once per outer panel."""
     queries, keys = ["the", "cat", "sat"], ["<s>", "the", "cat", "sat"]
     fig = ac.plot_attention(random_weights(*shape), query_labels=queries, key_labels=keys)
-    x_labels = [axis_labels(ax, "x") for ax in heatmap_axes(fig)]
-    y_labels = [axis_labels(ax, "y") for ax in heatmap_axes(fig)]
-    assert any(is_repetition(labels, keys) for labels in x_labels)
-    assert any(is_repetition(labels, queries) for labels in y_labels)
-    assert all(labels == [] or is_repetition(labels, keys) for labels in x_labels)
-    assert all(labels == [] or is_repetition(labels, queries) for labels in y_labels)
+    assert is_repetition(texts(fig, "key-label"), keys)
+    assert is_repetition(texts(fig, "query-label"), queries)
+
+
+def test_a_grid_labels_only_its_outer_panels():
+    """8 heads in 2 rows of 4: keys under the 4 bottom panels, queries left of the 2 left panels."""
+    tokens = ["a", "b", "c"]
+    fig = ac.plot_attention(random_weights(8, 3, 3), query_labels=tokens, key_labels=tokens)
+    assert texts(fig, "key-label") == tokens * 4 and texts(fig, "query-label") == tokens * 2
+
+
+def test_each_panel_can_have_its_own_labels():
+    """A list of label lists (one per panel) labels every panel with its own tokens."""
+    causal_tokens, padded_tokens = ["t0", "t1", "t2"], ["the", "cat", "<pad>"]
+    fig = ac.plot_attention(
+        torch.stack([ac.causal_mask(3), torch.tensor([True, True, False]).expand(3, 3)]),
+        query_labels=[causal_tokens, padded_tokens],
+        key_labels=[causal_tokens, padded_tokens],
+    )
+    assert texts(fig, "key-label") == causal_tokens + padded_tokens
+    assert texts(fig, "query-label") == causal_tokens + padded_tokens
+    with pytest.raises(ValueError, match="3 key_labels lists given for 2 panels"):
+        ac.plot_attention(random_weights(2, 3, 3), key_labels=[causal_tokens] * 3)
+    with pytest.raises(ValueError, match=r"2 query_labels given for a map with 3 positions on that axis \(panel 1\)"):
+        ac.plot_attention(random_weights(2, 3, 3), query_labels=[causal_tokens, ["a", "b"]])
+
+
+def test_long_token_lists_thin_out_instead_of_overlapping():
+    """64 tokens on a 2.8-inch panel: every k-th label, spaced at least one text line apart."""
+    tokens = [f"w{i}" for i in range(64)]
+    fig = ac.plot_attention(random_weights(64, 64), query_labels=tokens, key_labels=tokens)
+    for role in ("query-label", "key-label"):
+        shown = labels(fig, role)
+        assert 4 <= len(shown) < 64 and all(label.text in tokens for label in shown)
+        along = sorted(label.y if role == "query-label" else label.x for label in shown)
+        assert min(np.diff(along)) >= shown[0].size / 72, role  # inches between neighbours >= the font height
 
 
 def test_figure_title_is_set():
@@ -139,37 +146,176 @@ def test_figure_title_is_set():
 # --------------------------------------------------------------------------- kv-group colours
 
 
-def title_colours(fig: Figure) -> list[str]:
-    return [to_hex(t.get_color()) for t in panel_titles(fig)]
-
-
 @pytest.mark.parametrize(("num_heads", "num_kv_heads"), [(8, 2), (6, 3), (4, 4), (4, 1)])
 def test_kv_groups_share_colours(num_heads, num_kv_heads):
     """With num_kv_heads, heads sharing a kv head get one title colour; different groups get different ones."""
-    fig = ac.plot_attention(random_weights(num_heads, 3, 3), num_kv_heads=num_kv_heads, annotate=False)
-    colours = title_colours(fig)
-    titles = [t.get_text() for t in panel_titles(fig)]
+    fig = ac.plot_attention(random_weights(num_heads, 3, 3), num_kv_heads=num_kv_heads)
+    found = dict(zip(texts(fig, "title"), colours(fig, "title"), strict=True))
     group_size = num_heads // num_kv_heads
-    assert len(colours) == num_heads
-    for head in range(num_heads):
-        assert titles[head].endswith(f"kv {head // group_size}")
-    by_group = [set(colours[g * group_size : (g + 1) * group_size]) for g in range(num_kv_heads)]
+    assert len(found) == num_heads
+    by_group = [{found[f"head {h} · kv {g}"] for h in range(g * group_size, (g + 1) * group_size)}
+                for g in range(num_kv_heads)]  # fmt: skip
     assert all(len(group) == 1 for group in by_group)
-    assert len(set(colours)) == num_kv_heads
+    assert len(set(found.values())) == num_kv_heads
 
 
 def test_layer_grid_colours_kv_groups_per_head():
     """In a (layers, heads) grid the colour depends on the head's kv group, the same in every layer."""
-    colours = title_colours(ac.plot_attention(random_weights(2, 4, 3, 3), num_kv_heads=2, annotate=False))
-    assert len(colours) == 8
-    assert colours[:4] == colours[4:]
-    assert colours[0] == colours[1] != colours[2] == colours[3]
+    fig = ac.plot_attention(random_weights(2, 4, 3, 3), num_kv_heads=2)
+    found = dict(zip(texts(fig, "title"), colours(fig, "title"), strict=True))
+    assert len(found) == 8
+    for layer in range(2):
+        row = [found[f"layer {layer} · head {h} · kv {h // 2}"] for h in range(4)]
+        assert row[0] == row[1] != row[2] == row[3]
+        assert row == [found[f"layer 0 · head {h} · kv {h // 2}"] for h in range(4)]
 
 
 def test_without_num_kv_heads_titles_are_uncoloured():
     """Without num_kv_heads every panel title has the same (neutral) colour."""
-    colours = title_colours(ac.plot_attention(random_weights(4, 3, 3), annotate=False))
-    assert len(colours) == 4 and len(set(colours)) == 1
+    assert set(colours(ac.plot_attention(random_weights(4, 3, 3)), "title")) == {"#000000"}
+
+
+# --------------------------------------------------------------------------- colour scale
+
+
+def cell_colour(fig: Figure, panel: int, row: int, col: int) -> np.ndarray:
+    """RGB (0-255) of a cell's corner pixels as rendered (the number printed in its centre is avoided)."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())  # (H, W, 4), top row first
+    image = panel_images(fig)[panel]
+    left, right, bottom, top = image.get_extent()
+    rows, cols = image.get_array().shape
+    x = left + (col + 0.2) * (right - left) / cols
+    y = top - (row + 0.2) * (top - bottom) / rows
+    px, py = image.get_transform().transform((x, y))
+    return pixels[int(pixels.shape[0] - py), int(px), :3].astype(int)
+
+
+def expected_rgb(value: float) -> np.ndarray:
+    return np.round(np.asarray(VIRIDIS(value)[:3]) * 255).astype(int)
+
+
+def test_weights_sit_on_a_fixed_0_to_1_scale_by_default():
+    """A 0.41 weight is painted as 0.41 of viridis, not as the top colour (the relative-scale trap)."""
+    weights = torch.tensor([[0.41, 0.30, 0.29], [0.20, 0.30, 0.40]], dtype=torch.float64)
+    fig = ac.plot_attention(weights)
+    image = panel_images(fig)[0]
+    assert (image.norm.vmin, image.norm.vmax) == (0.0, 1.0)
+    assert np.abs(cell_colour(fig, 0, 0, 0) - expected_rgb(0.41)).max() <= 2
+    assert np.abs(cell_colour(fig, 0, 0, 0) - expected_rgb(1.0)).max() > 100
+    assert texts(fig, "caption") == ["fixed scale 0–1"]
+
+
+def test_high_temperature_weights_look_pale():
+    """At temperature 10 every weight is near 1/L: the map must stay in the bottom fifth of the scale."""
+    from attn_core.viz import widgets
+
+    fig = widgets.render_attention(temperature=10.0, head_dim=64)
+    image = panel_images(fig)[0]
+    assert image.norm.vmax == 1.0 and float(np.max(image.get_array())) < 0.2
+
+
+def test_relative_scale_only_when_asked():
+    weights = random_weights(4, 4) * 0.5  # (4, 4), largest value below 0.5
+    fig = ac.plot_attention(weights, vmax="relative")
+    assert panel_images(fig)[0].norm.vmax == pytest.approx(float(weights.max()))
+    assert texts(fig, "caption") == ["relative: top = largest value"]
+
+
+def test_values_above_one_extend_the_scale_and_say_so():
+    """Dropout's 1/(1-p) boost gives weights above 1: the scale grows to them, and the caption says so."""
+    weights = torch.tensor([[1.43, 0.0], [0.5, 0.5]])
+    fig = ac.plot_attention(weights)
+    assert panel_images(fig)[0].norm.vmax == pytest.approx(1.43)
+    assert texts(fig, "caption") == ["0–1 extended to max 1.43"]
+    assert "1.00" in texts(fig, "colorbar") and "1.43" in texts(fig, "colorbar")
+
+
+def test_an_explicit_vmax_clips_and_says_so():
+    fig = ac.plot_attention(torch.tensor([[0.9, 0.1]]), vmax=0.5)
+    assert panel_images(fig)[0].norm.vmax == 0.5
+    assert texts(fig, "caption") == ["scale 0–0.50; values above 0.50 clipped"]
+
+
+@pytest.mark.parametrize("vmax", ["max", 0.0, -1.0])
+def test_an_impossible_vmax_is_rejected(vmax):
+    with pytest.raises(ValueError, match="vmax"):
+        ac.plot_attention(random_weights(2, 2), vmax=vmax)
+
+
+# --------------------------------------------------------------------------- legibility
+
+
+def test_defaults_are_projector_sized():
+    """110 dpi; tick labels >= 9 pt; printed numbers >= 9 pt, i.e. digits ~10 px tall on the canvas."""
+    fig = ac.plot_attention(torch.tensor([[0.5]]), query_labels=["q"], key_labels=["k"], annotate=True)
+    assert fig.dpi == DPI >= 110
+    for role in ("query-label", "key-label", "value", "title", "colorbar", "axis-name"):
+        assert all(label.size >= 9 for label in labels(fig, role)), role
+    (number,) = [patch for patch in fig.axes[0].patches if patch.get_gid() == "value"]
+    FigureCanvasAgg(fig).draw()
+    ink = number.get_path().get_extents(number.get_transform())  # display pixels
+    assert ink.height >= 0.7 * 9 * fig.dpi / 72  # digits are ~0.73 em tall: >= 9.6 px at 9 pt, 110 dpi
+
+
+@pytest.mark.parametrize(
+    ("size", "panel_size", "annotate", "printed"),
+    [
+        (6, 2.8, None, True),  # 0.47-inch cells: numbers fit
+        (12, 2.8, None, False),  # 0.23-inch cells: too small for 9-pt numbers
+        (12, 6.0, None, True),  # same map, bigger panels: they fit again
+        (16, 2.8, True, False),  # asked for, but illegible: not printed, and the figure says why
+        (6, 2.8, False, False),
+    ],
+)
+def test_numbers_are_printed_only_where_they_are_legible(size, panel_size, annotate, printed):
+    fig = ac.plot_attention(random_weights(size, size), panel_size=panel_size, annotate=annotate)
+    assert (len(texts(fig, "value")) == size * size) == printed and (not printed) == (texts(fig, "value") == [])
+    assert bool(texts(fig, "note")) == (annotate is True and not printed)
+
+
+def test_auto_annotation_stays_off_for_large_grids():
+    """More than 4 panels: no numbers unless asked (they would clutter the grid)."""
+    assert texts(ac.plot_attention(random_weights(8, 4, 4)), "value") == []
+    assert len(texts(ac.plot_attention(random_weights(8, 4, 4), annotate=True), "value")) == 8 * 16
+
+
+# --------------------------------------------------------------------------- masks and NaN
+
+
+def test_a_boolean_mask_is_drawn_in_two_colours_with_a_legend():
+    fig = ac.plot_attention(ac.causal_mask(4))
+    image = panel_images(fig)[0]
+    assert image.cmap.N == 2
+    np.testing.assert_array_equal(np.asarray(image.get_array()), ac.causal_mask(4).double().numpy())
+    assert texts(fig, "legend") == ["may attend", "blocked"]
+    assert texts(fig, "colorbar") == [] and texts(fig, "caption") == []
+    assert np.abs(cell_colour(fig, 0, 1, 0) - expected_rgb(1.0)).max() <= 2  # may attend: the top colour
+    assert np.abs(cell_colour(fig, 0, 0, 1) - expected_rgb(0.0)).max() <= 2  # blocked: the bottom colour
+
+
+def test_binary_takes_float_masks_and_rejects_weights():
+    assert texts(ac.plot_attention(ac.causal_mask(3).float(), binary=True), "legend") == ["may attend", "blocked"]
+    with pytest.raises(ValueError, match="values must be 0/1; found 0.5"):
+        ac.plot_attention(torch.tensor([[0.5, 0.5]]), binary=True)
+
+
+def test_nan_cells_are_hatched_and_named_in_the_legend():
+    """The -inf -> NaN rows of notebook 05: hatched red cells (not blank white) and a "NaN" legend entry."""
+    weights = torch.tensor([[0.5, 0.5], [float("nan"), float("nan")]])
+    fig = ac.plot_attention(weights)
+    (hatch,) = [patch for patch in fig.axes[0].patches if patch.get_gid() == "non-finite"]
+    assert hatch.get_hatch() and len(hatch.get_path().vertices) == 2 * 5  # one closed square per NaN cell
+    assert "NaN" in texts(fig, "legend")
+    assert matplotlib.colors.to_hex(hatch.get_edgecolor()) == NAN_HATCH  # the hatch lines take the edge colour
+
+
+def test_nan_cells_get_a_visible_label():
+    """A printed NaN is red (not white on white, not black like a number)."""
+    fig = ac.plot_attention(torch.tensor([[float("nan"), 1.0]]), annotate=True)
+    found = dict(zip(texts(fig, "value"), colours(fig, "value"), strict=True))
+    assert found["nan"] not in ("#ffffff", "#000000") and found["1.00"] in ("#ffffff", "#000000")
 
 
 # --------------------------------------------------------------------------- errors
@@ -218,8 +364,9 @@ def test_figure_saves_to_png_and_svg(fmt, magic):
     assert magic in data[:2000]
 
 
-def test_nan_cells_get_a_visible_label():
-    """A NaN weight (what -inf masking produces) is blank in the image; its label must not be white."""
-    fig = ac.plot_attention(torch.tensor([[float("nan"), 1.0]]), annotate=True)
-    labels = {text.get_text(): to_hex(text.get_color()) for ax in fig.axes for text in ax.texts}
-    assert labels["nan"] not in ("#ffffff", "#000000") and labels["1.00"] in ("#ffffff", "#000000")
+def test_the_hidden_values_note_fits_even_a_small_figure():
+    from attn_core.viz.textpaths import text_width
+
+    fig = ac.plot_attention(random_weights(16, 16), panel_size=1.5, annotate=True)
+    (note,) = labels(fig, "note")
+    assert note.x + text_width(note.text, note.size) <= fig.get_figwidth()

@@ -240,3 +240,40 @@ def test_keywords_set_where_controls_start():
     assert explorer.controls["is_causal"].value is False and explorer.controls["row"].value == 3
     assert explorer.controls["step"].value == 2 and explorer.params()["head_dim"] == 4
     assert explorer.explanation.value.startswith("step 2/16: query block 0 × key block 1; row 3")
+
+
+def test_figure_is_projector_sized_and_the_short_axis_gets_several_ticks():
+    """8 queries in one block of 8 used to get a single tick "0"; now 0..8 (and key edges 0..100)."""
+    from attn_core.viz.plotting import DPI
+    from attn_core.viz.textpaths import text_items
+
+    figure = tw.render_tiles(step=4, q_len=8, k_len=100, block_q=8, block_k=16, row=5)
+    assert figure.dpi == DPI >= 110
+    items = [label for _, label, _ in text_items(figure)]
+    assert all(label.size >= 9 for label in items)
+    image = figure.axes[0].images[0]
+    left, right, bottom, top = image.get_extent()
+    left_of_grid = sorted(label.text for label in items if label.x < left and label.rotation == 0)
+    assert {"0", "2", "4", "6", "8"} <= set(left_of_grid)
+    under_grid = {label.text for label in items if label.y < bottom and left <= label.x <= right}
+    assert {"0", "16", "48", "100"} <= under_grid
+
+
+def test_running_max_panel_explains_its_markers():
+    """The crosses (each key block's own max) and the dots (running max m) are named in the panel."""
+    from attn_core.viz.textpaths import text_items
+
+    shown = {label.text for _, label, _ in text_items(tw.render_tiles(step=6))}
+    assert {"running max m", "max of one key block"} <= shown
+
+
+def test_printed_values_never_overlap_and_the_figure_says_when_they_are_hidden():
+    """100 key blocks of one key: no room for numbers over the points; the axis label says they are hidden."""
+    from attn_core.viz.textpaths import text_items
+
+    narrow = tw.render_tiles(step=100, q_len=8, k_len=100, block_q=8, block_k=1, row=5, values=True)
+    shown = [label.text for _, label, _ in text_items(narrow)]
+    assert "key block (numbers hidden: blocks too narrow)" in shown
+    assert not any(text.startswith("×") for text in shown)
+    wide = [label.text for _, label, _ in text_items(tw.render_tiles(step=16, values=True))]
+    assert "key block" in wide and "2.76" in wide  # 4 blocks: every running max is printed

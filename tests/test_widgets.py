@@ -162,3 +162,37 @@ def test_explorer_box_carries_its_name_as_a_css_class(factory, name):
 def test_unknown_parameter_is_rejected():
     with pytest.raises(TypeError, match="unknown explorer parameter"):
         widgets.render_attention(heads=3)
+
+
+def test_fixed_scale_is_the_default_and_the_checkbox_switches_to_relative():
+    """Explorers colour weights on 0-1; unticking "fixed scale" stretches the colours to the largest weight."""
+    explorer = widgets.temperature_explorer()
+    image = explorer.figure.axes[0].images[0]
+    largest = float(np.max(image.get_array()))
+    assert explorer.controls["fixed_scale"].value is True and image.norm.vmax == 1.0 and largest < 1.0
+    before = bytes(explorer.image.value)
+    explorer.controls["fixed_scale"].value = False
+    assert explorer.figure.axes[0].images[0].norm.vmax == pytest.approx(largest)
+    assert bytes(explorer.image.value) != before
+
+
+def test_every_heatmap_explorer_has_the_fixed_scale_box_in_its_display_row():
+    for factory in EXPLORERS:
+        explorer = factory()
+        display_row = explorer.widget.children[-2].children
+        assert explorer.controls["fixed_scale"] in display_row and explorer.controls["fixed_scale"].value is True
+
+
+def test_figure_png_is_the_figure_pixel_for_pixel():
+    """The fast encoder (up filter, zlib level 1) decodes to exactly what Agg drew."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    figure = widgets.render_attention(num_heads=4, mask_kind="causal")
+    decoded = np.asarray(Image.open(io.BytesIO(widgets.figure_png(figure))))
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    np.testing.assert_array_equal(decoded, np.asarray(canvas.buffer_rgba()))
+    assert decoded.shape[1] == int(figure.get_figwidth() * figure.dpi)  # Agg truncates to whole pixels

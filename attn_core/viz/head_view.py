@@ -2,7 +2,8 @@
 
 - ``HeadView(model)`` runs the model once per sentence (cached) and keeps the attention weights;
 - ``HeadView.render(sentence, layer, head)`` -> a Figure via ``plot_attention`` (long sentences:
-  the 12-panel grid thins its token labels, one head at a time enlarges the panel to label all);
+  the 12-panel grid thins its token labels, one head at a time enlarges the panel to label all;
+  colours on the fixed 0-1 weight scale unless ``fixed_scale=False``);
 - ``HeadView.explain(...)`` -> one line of measured shares (previous token, [CLS], [SEP], itself);
 - ``head_scores(weights, tokens)`` -> those shares for every layer and head;
 - ``head_view_explorer(model)`` -> ``widgets.Explorer`` wired to a text box and layer/head selectors.
@@ -16,7 +17,7 @@ from collections import OrderedDict
 import torch
 from matplotlib.figure import Figure
 
-from attn_core.viz.plotting import plot_attention
+from attn_core.viz.plotting import FONT_PT, plot_attention
 from attn_core.viz.widgets import _STYLE, Explorer
 
 __all__ = ["PATTERNS", "head_scores", "thin_labels", "HeadView", "HeadViewExplorer", "head_view_explorer"]
@@ -47,7 +48,7 @@ def head_scores(weights: torch.Tensor, tokens: list[str]) -> dict[str, torch.Ten
 
 def thin_labels(tokens: list[str], panel_size: float, font_scale: float = 1.0) -> list[str]:
     """Keep every k-th label (others blank) so labels of ``font_scale`` fit a ``panel_size``-inch axis."""
-    room = panel_size * 72 / (9 * font_scale * 1.25)  # labels that fit side by side
+    room = panel_size * 72 / (FONT_PT * font_scale * 1.25)  # labels that fit side by side
     step = max(1, -(-len(tokens) // max(int(room), 1)))
     return [t if i % step == 0 else "" for i, t in enumerate(tokens)]
 
@@ -80,6 +81,7 @@ class HeadView:
         panel_size: float = 2.4,
         font_scale: float = 1.0,
         values: bool = False,
+        fixed_scale: bool = True,
     ) -> Figure:
         """All heads of ``layer`` as a grid, or one ``head`` large enough to label every token."""
         tokens, weights = self.attention(sentence)  # (layers, H, L, L)
@@ -93,7 +95,7 @@ class HeadView:
             if not 0 <= int(head) < num_heads:
                 raise ValueError(f"head {head} does not exist; there are {num_heads} heads (0..{num_heads - 1}).")
             shown, heads, labels = weights[int(layer), int(head)][None], [int(head)], tokens
-            panel_size = max(panel_size * 2, length * 9 * font_scale * 1.3 / 72)  # every label readable
+            panel_size = max(panel_size * 2, length * FONT_PT * font_scale * 1.3 / 72)  # every label readable
         return plot_attention(
             shown,
             query_labels=labels,
@@ -104,6 +106,7 @@ class HeadView:
             annotate=values and length <= 16,
             panel_size=panel_size,
             font_scale=font_scale,
+            vmax=None if fixed_scale else "relative",
         )
 
     def explain(self, sentence: str, layer: int = 0, head="all") -> str:
@@ -121,7 +124,7 @@ class HeadView:
 class HeadViewExplorer(Explorer):
     """``Explorer`` with a sentence box and layer/head selectors, rendering a :class:`HeadView`.
 
-    Reuses Explorer's layout (Image widget, explanation line, size/font/values row, Save PNG/SVG)
+    Reuses Explorer's layout (Image widget, explanation line, size/font/values/scale row, Save PNG/SVG)
     and replaces only the render path; the CSS class is ``attn-explorer-headview``.
     """
 
@@ -154,6 +157,7 @@ class HeadViewExplorer(Explorer):
             panel_size=values["panel_size"],
             font_scale=values["font_scale"],
             values=values["values"],
+            fixed_scale=values["fixed_scale"],
         )
         return figure, self.view.explain(sentence, values["layer"], values["head"])
 
