@@ -128,7 +128,7 @@ def check_mask(mask: torch.Tensor, weights_shape: Sequence[int], *, device: torc
     weights_shape = tuple(weights_shape)
     # Plain Python, not torch.broadcast_shapes: its first call imports sympy (~0.7 s per notebook).
     trailing = weights_shape[len(weights_shape) - mask.ndim :]  # the dims the mask lines up with
-    broadcasts = mask.ndim <= len(weights_shape) and all(m in (1, w) for m, w in zip(mask.shape, trailing))
+    broadcasts = mask.ndim <= len(weights_shape) and all(m in (1, w) for m, w in zip(mask.shape, trailing, strict=True))
     if not broadcasts:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the attention weights "
