@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
 import time
 
 import matplotlib
@@ -69,20 +68,6 @@ RENDER_CASES = {  # parameters as each explorer starts (panel sizes from widgets
 }
 
 
-def cpu_medians(fns: dict, rounds: int, warmup: int = 2) -> dict[str, float]:
-    """Median CPU seconds of this process per call, round-robin like timing.round_robin_medians."""
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.process_time()
-            fn()
-            times[name].append(time.process_time() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def bench_render() -> None:
     print("\n## Explorer render time: parameters -> Figure -> PNG bytes, median of 20 redraws\n")
     redraws = {
@@ -90,7 +75,7 @@ def bench_render() -> None:
         for name, params in RENDER_CASES.items()
     }
     redraws["tiles (07): 32×32, step 6"] = lambda: widgets.figure_png(tiles.render_tiles(step=6))
-    wall, cpu = round_robin_medians(redraws, 20), cpu_medians(redraws, 20)
+    wall, cpu = round_robin_medians(redraws, 20), round_robin_medians(redraws, 20, clock=time.process_time)
     print("| explorer view | wall (ms) | CPU (ms) |")
     print("|---|---:|---:|")
     for name in redraws:

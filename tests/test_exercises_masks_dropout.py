@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from learner_answers import JUNK, one_red_line
 
 import attn_core as ac
 from attn_core.exercises import masks_dropout as ex
@@ -275,41 +276,12 @@ def test_row_sums_table(capsys, answer, passes, phrase):
 # ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
 
 
-class _Incomparable:
-    def __eq__(self, other):
-        raise RuntimeError("cannot compare me")
-
-    __hash__ = None
-
-    def __float__(self):
-        raise RuntimeError("cannot convert me")
-
-
-JUNK = [
-    5,
-    "text",
-    [1, 2],
-    (torch.zeros(1),),
-    (None, None),
-    torch.zeros(0),
-    torch.full((2, 3), float("nan")),
-    torch.zeros(2, 3, dtype=torch.complex64),
-    torch.ones(3, 4, dtype=torch.int64),
-    {"a": 1},
-    _Incomparable(),
-]
-
-
-def _one_red_line(out: str) -> bool:
-    return out.count("\n") == 1 and out.startswith("❌")
-
-
 @pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
 def test_checks_never_raise(junk, capsys):
     for check in (ex.check_sliding_window_mask, ex.check_causal_padding_mask, ex.check_mask_from_mha):
         assert check(lambda *args, **kwargs: junk) is False
-        assert _one_red_line(_verdict(capsys))
+        assert one_red_line(_verdict(capsys))
         assert check(junk) is False  # the value itself instead of a function
-        assert _one_red_line(_verdict(capsys))
+        assert one_red_line(_verdict(capsys))
     assert ex.check_expected_row_sums(junk) is False
-    assert _one_red_line(_verdict(capsys))
+    assert one_red_line(_verdict(capsys))

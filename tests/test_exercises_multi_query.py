@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from learner_answers import JUNK, one_red_line
 from torch import nn
 
 from attn_core.exercises import NOT_DONE
@@ -368,35 +369,6 @@ def test_mqa_module_table(answer, passes, phrase, capsys):
 # ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
 
 
-class _Incomparable:
-    def __eq__(self, other):
-        raise RuntimeError("cannot compare me")
-
-    __hash__ = None
-
-    def __float__(self):
-        raise RuntimeError("cannot convert me")
-
-
-JUNK = [
-    5,
-    "text",
-    [1, 2],
-    (torch.zeros(1),),
-    (None, None),
-    torch.zeros(0),
-    torch.full((2, 3), float("nan")),
-    torch.zeros(2, 3, dtype=torch.complex64),
-    torch.ones(3, 4, dtype=torch.int64),
-    {"a": 1},
-    _Incomparable(),
-]
-
-
-def _one_red_line(out: str) -> bool:
-    return out.count("\n") == 1 and out.startswith("❌")
-
-
 def module_returning(junk):
     class Returns(RightMQA):
         def forward(self, x, mask=None):
@@ -409,8 +381,8 @@ def module_returning(junk):
 def test_checks_never_raise(junk, capsys):
     for check in (check_max_cached_tokens, check_mqa_num_params, check_mqa_module):
         assert check(lambda *args, **kwargs: junk) is False
-        assert _one_red_line(capsys.readouterr().out)
+        assert one_red_line(capsys.readouterr().out)
         assert check(junk) is False  # the value itself instead of a function or class
-        assert _one_red_line(capsys.readouterr().out)
+        assert one_red_line(capsys.readouterr().out)
     assert check_mqa_module(module_returning(junk)) is False
-    assert _one_red_line(capsys.readouterr().out)
+    assert one_red_line(capsys.readouterr().out)

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from learner_answers import JUNK, one_red_line
 from torch import nn
 
 from attn_core.exercises import NOT_DONE
@@ -380,48 +381,19 @@ def test_temperature_table(answer, passes, phrase, capsys):
 # ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
 
 
-class _Incomparable:
-    def __eq__(self, other):
-        raise RuntimeError("cannot compare me")
-
-    __hash__ = None
-
-    def __float__(self):
-        raise RuntimeError("cannot convert me")
-
-
-JUNK = [
-    5,
-    "text",
-    [1, 2],
-    (torch.zeros(1),),
-    (None, None),
-    torch.zeros(0),
-    torch.full((2, 3), float("nan")),
-    torch.zeros(2, 3, dtype=torch.complex64),
-    torch.ones(3, 4, dtype=torch.int64),
-    {"a": 1},
-    _Incomparable(),
-]
-
-
-def _one_red_line(out: str) -> bool:
-    return out.count("\n") == 1 and out.startswith("❌")
-
-
 @pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
 @pytest.mark.parametrize("check", [check_attention, check_score_variance, check_fused_qkv_split])
 def test_function_checks_never_raise(check, junk, capsys):
     assert check(lambda *args, **kwargs: junk) is False
-    assert _one_red_line(capsys.readouterr().out)
+    assert one_red_line(capsys.readouterr().out)
     assert check(junk) is False  # the value itself instead of a function
-    assert _one_red_line(capsys.readouterr().out)
+    assert one_red_line(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
 def test_temperature_never_raises(junk, capsys):
     assert check_temperature(junk) is False
-    assert _one_red_line(capsys.readouterr().out)
+    assert one_red_line(capsys.readouterr().out)
 
 
 def test_learner_warnings_are_handed_on_once(recwarn):

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from learner_answers import JUNK, one_red_line
 from torch import nn
 
 from attn_core.exercises.handwrite import check_causal_mask, check_gqa, check_mha, check_sdpa
@@ -552,35 +553,6 @@ def test_layer_weights_right_out_wrong_points_at_the_merge(capsys):
 # ----- never raises: whatever the learner returns, a check prints one ❌ line and returns False -----
 
 
-class _Incomparable:
-    def __eq__(self, other):
-        raise RuntimeError("cannot compare me")
-
-    __hash__ = None
-
-    def __float__(self):
-        raise RuntimeError("cannot convert me")
-
-
-JUNK = [
-    5,
-    "text",
-    [1, 2],
-    (torch.zeros(1),),
-    (None, None),
-    torch.zeros(0),
-    torch.full((2, 3), float("nan")),
-    torch.zeros(2, 3, dtype=torch.complex64),
-    torch.ones(3, 4, dtype=torch.int64),
-    {"a": 1},
-    _Incomparable(),
-]
-
-
-def _one_red_line(out: str) -> bool:
-    return out.count("\n") == 1 and out.startswith("❌")
-
-
 def layer_returning(junk):
     class Returns(mha_class()):
         def forward(self, x, mask=None):
@@ -593,10 +565,10 @@ def layer_returning(junk):
 def test_checks_never_raise(junk, capsys):
     for check in (check_sdpa, check_causal_mask, check_mha, check_gqa):
         assert check(lambda *args, **kwargs: junk) is False
-        assert _one_red_line(capsys.readouterr().out)
+        assert one_red_line(capsys.readouterr().out)
         assert check(junk) is False  # the value itself instead of a function or class
-        assert _one_red_line(capsys.readouterr().out)
+        assert one_red_line(capsys.readouterr().out)
     assert check_mha(layer_returning(junk)) is False
-    assert _one_red_line(capsys.readouterr().out)
+    assert one_red_line(capsys.readouterr().out)
     assert check_mha(layer_returning((junk, junk))) is False
-    assert _one_red_line(capsys.readouterr().out)
+    assert one_red_line(capsys.readouterr().out)

@@ -1,0 +1,34 @@
+"""Junk a learner's function might return: every grader must answer it with one ❌ line, never an exception."""
+
+from __future__ import annotations
+
+import torch
+
+
+class Incomparable:
+    def __eq__(self, other):
+        raise RuntimeError("cannot compare me")
+
+    __hash__ = None
+
+    def __float__(self):
+        raise RuntimeError("cannot convert me")
+
+
+JUNK = [
+    5,
+    "text",
+    [1, 2],
+    (torch.zeros(1),),
+    (None, None),
+    torch.zeros(0),
+    torch.full((2, 3), float("nan")),
+    torch.zeros(2, 3, dtype=torch.complex64),
+    torch.ones(3, 4, dtype=torch.int64),
+    {"a": 1},
+    Incomparable(),
+]
+
+
+def one_red_line(out: str) -> bool:
+    return out.count("\n") == 1 and out.startswith("❌")
