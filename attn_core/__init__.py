@@ -4,7 +4,8 @@ One concept per module:
 
 - ``attention``  scaled dot-product attention (grouped-query, masks, dropout)
 - ``masks``      boolean mask factories (True = may attend) and converters
-- ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention
+- ``rope``       rotary position embeddings: apply_rope, rope_angles
+- ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention (``rope_base=`` for RoPE)
 - ``kv_cache``   KVCache for token-by-token decoding
 - ``tiled``      tiled_attention: FlashAttention's forward pass, the weights never stored
 
@@ -30,6 +31,7 @@ from attn_core.masks import (
     sliding_window_mask,
 )
 from attn_core.models.minilm import load_minilm
+from attn_core.rope import apply_rope, rope_angles
 from attn_core.tiled import tiled_attention
 from attn_core.viz.plotting import plot_attention
 
@@ -45,6 +47,8 @@ __all__ = [
     "mask_from_additive",
     "mask_to_blocked",
     "mask_to_additive",
+    "apply_rope",
+    "rope_angles",
     "MultiHeadAttention",
     "MultiQueryAttention",
     "GroupedQueryAttention",

@@ -16,6 +16,7 @@ from torch import nn
 
 from attn_core.attention import check_dropout_p, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
+from attn_core.rope import _as_positions, _check_base, apply_rope
 
 __all__ = ["GroupedQueryAttention", "MultiHeadAttention", "MultiQueryAttention"]
 
@@ -29,13 +30,22 @@ class GroupedQueryAttention(nn.Module):
     q ``hidden -> num_heads * head_dim``, k/v ``hidden -> num_kv_heads * head_dim``,
     o ``num_heads * head_dim -> hidden``.
 
-    ``forward(x, context=None, mask=None, *, is_causal=False, cache=None)``:
+    ``rope_base`` (default None: no positions, today's layer) turns on rotary position embeddings
+    (:func:`attn_core.rope.apply_rope`) with that base (10000.0 in Llama 2, 500000.0 in Llama 3), in the
+    Hugging Face / Llama "rotate half" layout (pairs ``(i, i + head_dim/2)``): q and k (never v) are
+    rotated after the head split and before keys go into the cache, as in ``LlamaAttention``.
+
+    ``forward(x, context=None, mask=None, *, is_causal=False, cache=None, positions=None)``:
         x ``(B, Lq, hidden_dim)``; context ``(B, Lk, hidden_dim)`` for cross-attention
         (keys/values from ``context``); mask boolean, True = may attend, broadcastable to
         ``(B, num_heads, Lq, Lk)``; ``cache`` a :class:`KVCache` that this call appends its
         keys/values to and attends over (a cache belongs to one layer: it is bound on first use).
         Returns ``(out (B, Lq, hidden_dim), weights (B, num_heads, Lq, Lk))``; dropout hits the
         weights in training mode only.
+        ``positions`` (RoPE layers only) integer positions of the ``Lq`` new tokens, ``(Lq,)`` or ``(B, Lq)``
+        (per sequence, e.g. a left-padded batch); None means ``0 .. Lq-1`` continuing after the
+        ``len(cache)`` tokens already cached, so token-by-token decoding equals one full pass.
+        RoPE is defined for self-attention only: ``context`` with ``rope_base`` set raises ValueError.
     """
 
     def __init__(
@@ -45,6 +55,7 @@ class GroupedQueryAttention(nn.Module):
         num_kv_heads: int,
         *,
         head_dim: int | None = None,
+        rope_base: float | None = None,
         dropout: float = 0.0,
         bias: bool = True,
     ):
@@ -73,10 +84,18 @@ class GroupedQueryAttention(nn.Module):
                 f"{[g for g in range(1, num_heads + 1) if num_heads % g == 0]}."
             )
         check_dropout_p(dropout)
+        if rope_base is not None:
+            rope_base = _check_base(rope_base)
+            if head_dim % 2:
+                raise ValueError(
+                    f"rope_base needs an even head_dim (RoPE rotates pairs of features), got head_dim={head_dim}. "
+                    "Pass an even head_dim=, or leave rope_base=None."
+                )
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim  # need not equal hidden_dim / num_heads (Gemma-7B: 16 heads x 256 on hidden 3072)
+        self.rope_base = rope_base  # None: no positions; else RoPE's base (rotate-half layout)
         self.dropout = dropout
         self.q_proj = nn.Linear(hidden_dim, num_heads * head_dim, bias=bias)  # hidden -> H * head_dim
         self.k_proj = nn.Linear(hidden_dim, num_kv_heads * head_dim, bias=bias)  # hidden -> Hkv * head_dim
@@ -84,9 +103,10 @@ class GroupedQueryAttention(nn.Module):
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_dim, bias=bias)  # H * head_dim -> hidden
 
     def extra_repr(self) -> str:
+        rope = "" if self.rope_base is None else f", rope_base={self.rope_base}"
         return (
             f"hidden_dim={self.hidden_dim}, num_heads={self.num_heads}, "
-            f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, dropout={self.dropout}"
+            f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}{rope}, dropout={self.dropout}"
         )
 
     def _check_input(self, name: str, t: torch.Tensor) -> None:
@@ -109,9 +129,21 @@ class GroupedQueryAttention(nn.Module):
         *,
         is_causal: bool = False,
         cache: KVCache | None = None,
+        positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         self._check_input("x", x)
         source = x if context is None else context
+        if self.rope_base is None and positions is not None:
+            raise ValueError(
+                "positions= only matters for a layer with rotary embeddings; this layer has rope_base=None, "
+                "so it has no notion of position. Build it with rope_base=10000.0, or drop positions=."
+            )
+        if self.rope_base is not None and context is not None:
+            raise ValueError(
+                "RoPE is defined for self-attention: queries and keys at positions of one sequence. This layer "
+                "has rope_base set and was given context= (cross-attention). Use a layer with rope_base=None "
+                "for cross-attention."
+            )
         if context is not None:
             self._check_input("context", context)
             if context.shape[0] != x.shape[0]:
@@ -128,6 +160,10 @@ class GroupedQueryAttention(nn.Module):
         q = self._split_heads(self.q_proj(x), self.num_heads)  # (B, H, Lq, head_dim)
         k = self._split_heads(self.k_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         v = self._split_heads(self.v_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
+        if self.rope_base is not None:
+            positions = self._rope_positions(positions, batch, q_len, cache, x.device)  # (Lq,) or (B, 1, Lq)
+            q = apply_rope(q, positions, base=self.rope_base)  # (B, H, Lq, head_dim), rotate-half layout
+            k = apply_rope(k, positions, base=self.rope_base)  # (B, Hkv, Lq, head_dim); v is never rotated
         if cache is not None:
             cache.bind(self)  # one cache per layer: a cache fed by two layers would mix their keys
             k, v = cache.update(k, v)  # (B, Hkv, T, head_dim): everything cached so far
@@ -138,15 +174,40 @@ class GroupedQueryAttention(nn.Module):
         out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.head_dim)  # (B, Lq, H * head_dim)
         return self.o_proj(out), weights  # (B, Lq, hidden), (B, H, Lq, Lk)
 
+    def _rope_positions(
+        self, positions: torch.Tensor | None, batch: int, q_len: int, cache: KVCache | None, device: torch.device
+    ) -> torch.Tensor:
+        if positions is None:
+            start = len(cache) if cache is not None else 0  # keys already cached sit at 0 .. start-1
+            return torch.arange(start, start + q_len, device=device)  # (Lq,)
+        positions = _as_positions(positions, device)  # (Lq,) or (B, Lq)
+        if positions.ndim == 1 and positions.shape[0] == q_len:
+            return positions  # (Lq,): the same positions for every sequence
+        if positions.ndim == 2 and positions.shape[0] in (1, batch) and positions.shape[1] == q_len:
+            return positions.unsqueeze(1)  # (B, 1, Lq): broadcast over heads
+        raise ValueError(
+            f"positions must have shape (Lq,) = ({q_len},) or (B, Lq) = ({batch}, {q_len}) for x of shape "
+            f"({batch}, {q_len}, {self.hidden_dim}), got {tuple(positions.shape)}."
+        )
+
 
 class MultiHeadAttention(GroupedQueryAttention):
     """Multi-head attention (Vaswani et al. 2017): every query head has its own keys and values.
     Grouped-query attention with ``num_kv_heads == num_heads``."""
 
     def __init__(
-        self, hidden_dim: int, num_heads: int, *, head_dim: int | None = None, dropout: float = 0.0, bias: bool = True
+        self,
+        hidden_dim: int,
+        num_heads: int,
+        *,
+        head_dim: int | None = None,
+        rope_base: float | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
     ):
-        super().__init__(hidden_dim, num_heads, num_heads, head_dim=head_dim, dropout=dropout, bias=bias)
+        super().__init__(
+            hidden_dim, num_heads, num_heads, head_dim=head_dim, rope_base=rope_base, dropout=dropout, bias=bias
+        )
 
 
 class MultiQueryAttention(GroupedQueryAttention):
@@ -154,6 +215,13 @@ class MultiQueryAttention(GroupedQueryAttention):
     Grouped-query attention with ``num_kv_heads == 1``."""
 
     def __init__(
-        self, hidden_dim: int, num_heads: int, *, head_dim: int | None = None, dropout: float = 0.0, bias: bool = True
+        self,
+        hidden_dim: int,
+        num_heads: int,
+        *,
+        head_dim: int | None = None,
+        rope_base: float | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
     ):
-        super().__init__(hidden_dim, num_heads, 1, head_dim=head_dim, dropout=dropout, bias=bias)
+        super().__init__(hidden_dim, num_heads, 1, head_dim=head_dim, rope_base=rope_base, dropout=dropout, bias=bias)

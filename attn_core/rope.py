@@ -1,0 +1,112 @@
+"""Rotary position embeddings (RoPE; Su et al. 2021, "RoFormer", arXiv 2104.09864).
+
+Each pair of features of a query or key at position ``m`` is rotated by the angle
+``m · base^(-2i/D)`` (pair ``i`` of ``D/2``), so ``<R_m q, R_n k>`` depends only on ``m - n``.
+Two layouts of the pairs are in use:
+
+- ``interleaved=False``: pairs ``(i, i + D/2)``, the "rotate half" layout of Hugging Face / Llama;
+- ``interleaved=True``: pairs ``(2i, 2i + 1)``, RoFormer, Meta's original Llama code, DeepSeek, GGUF.
+
+The angles are computed in float64 and only cos/sin are cast to ``x``'s dtype: a float32 angle
+``m · f`` is off by about ``m · 2^-24`` rad, already 3e-3 rad at ``m = 50_000``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["apply_rope", "rope_angles"]
+
+
+def _check_base(base: float) -> float:
+    if isinstance(base, bool) or not isinstance(base, int | float) or not math.isfinite(base) or base <= 0:
+        raise ValueError(f"base must be a finite number > 0 (10000.0 in Llama 2, 500000.0 in Llama 3), got {base!r}.")
+    return float(base)
+
+
+def _as_positions(positions: torch.Tensor | Sequence[int] | int, device: torch.device | None) -> torch.Tensor:
+    if not isinstance(positions, torch.Tensor):
+        try:
+            positions = torch.as_tensor(positions)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(
+                f"positions must be an integer tensor or a sequence of ints (e.g. range(L)), got "
+                f"{type(positions).__name__}: {err}"
+            ) from None
+        if positions.numel() == 0:
+            positions = positions.long()  # torch.as_tensor([]) is float32; an empty sequence has no dtype
+    if positions.dtype == torch.bool or positions.is_floating_point() or positions.is_complex():
+        raise TypeError(
+            f"positions must hold integers (token indices), got dtype {positions.dtype}. "
+            "Convert with positions.long() (e.g. torch.arange(L) instead of torch.linspace)."
+        )
+    return positions.to(device=device, dtype=torch.long)  # (..., L)
+
+
+def rope_angles(positions: torch.Tensor | Sequence[int] | int, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
+    """The rotation angles ``positions[..., None] · base^(-2i/head_dim)``, ``i = 0 .. head_dim/2 - 1``.
+
+    ``positions`` an integer tensor (or a sequence of ints, e.g. ``range(L)``) of any shape ``(..., L)``;
+    returns ``(..., L, head_dim/2)`` in float64 (column ``i`` is the angle of pair ``i``; pair ``0``
+    turns fastest, one radian per position). ``apply_rope`` rotates by exactly these angles.
+    """
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
+        raise ValueError(
+            f"head_dim must be an even int >= 2 (RoPE rotates pairs of features), got {head_dim!r}. "
+            "An odd head size cannot be split into pairs; use an even head_dim."
+        )
+    base = _check_base(base)
+    device = positions.device if isinstance(positions, torch.Tensor) else None
+    positions = _as_positions(positions, device)  # (..., L)
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device) / head_dim  # (D/2,)
+    inv_freq = 1.0 / base**exponents  # (D/2,): Hugging Face's formula, in float64
+    return positions.to(torch.float64).unsqueeze(-1) * inv_freq  # (..., L, D/2)
+
+
+def apply_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor | Sequence[int] | int,
+    *,
+    base: float = 10000.0,
+    interleaved: bool = False,
+) -> torch.Tensor:
+    """Rotate ``x (..., L, D)`` by RoPE at ``positions``; returns the same shape and dtype.
+
+    ``positions``: integers broadcastable to ``x.shape[:-1]``: ``(L,)`` for one sequence of every
+    batch/head, ``(B, 1, L)`` for per-sequence positions of a ``(B, H, L, D)`` tensor (left padding).
+    ``interleaved=False`` rotates pairs ``(i, i + D/2)`` (Hugging Face / Llama "rotate half");
+    ``True`` rotates ``(2i, 2i + 1)`` (RoFormer, Meta's original code, DeepSeek, GGUF).
+    """
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.ndim < 1:
+        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x must be a floating-point tensor of shape (..., L, D), got {got}.")
+    head_dim = x.shape[-1]
+    if head_dim % 2:
+        raise ValueError(
+            f"x's last dimension must be even (RoPE rotates pairs of features), got x of shape {tuple(x.shape)} "
+            f"with D = {head_dim}."
+        )
+    angle_device = torch.device("cpu") if x.device.type == "mps" else x.device  # MPS has no float64
+    positions = _as_positions(positions, angle_device)  # (..., L)
+    try:
+        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} do not broadcast to x.shape[:-1] = {tuple(x.shape[:-1])} "
+            f"(x is {tuple(x.shape)}). Pass (L,) positions for one sequence, or (B, 1, L) for per-sequence "
+            "positions of a (B, H, L, D) tensor."
+        )
+    angles = rope_angles(positions, head_dim, base=base)  # (..., L, D/2) float64
+    cos = angles.cos().to(device=x.device, dtype=x.dtype)  # (..., L, D/2), x's dtype
+    sin = angles.sin().to(device=x.device, dtype=x.dtype)  # (..., L, D/2), x's dtype
+    if interleaved:
+        x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., L, D/2) each: pair i is (2i, 2i + 1)
+        rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)  # (..., L, D/2, 2)
+        return rotated.flatten(-2)  # (..., L, D): back to (2i, 2i + 1) order
+    x1, x2 = x[..., : head_dim // 2], x[..., head_dim // 2 :]  # (..., L, D/2) each: pair i is (i, i + D/2)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)  # (..., L, D)
