@@ -24,6 +24,9 @@ EXPECTED_DIAGNOSIS = {
     "gqa_repeat": "wrong kv heads",
     "mask_not_per_head": "mask of sequence h",
     "causal_top_left": "aligned top-left",
+    "rope_positions_restart": "positions restart at 0 in every call",
+    "rope_on_values": "you rotated V as well",
+    "rope_layout": "pairs features (2i, 2i+1)",
 }
 
 
@@ -252,3 +255,86 @@ def test_learner_facing_text_quotes_mistakes_not_notes_learners_lack(bug_id):
 def test_attention_dropout_is_not_credited_to_the_2017_paper():
     story = BUGS["dropout_before_softmax"].story
     assert "Vaswani" not in story and "Annotated Transformer" in story and "BERT" in story
+
+
+# ------------------------------------------------------------------ the RoPE bugs (13-15)
+
+
+def test_rope_bugs_come_after_the_twelve_of_the_bug_map():
+    assert list(BUGS)[12:] == ["rope_positions_restart", "rope_on_values", "rope_layout"]
+
+
+def test_bug_13_is_caught_in_a_decode_step_not_in_the_prefill():
+    problem = BUGS["rope_positions_restart"].probe(BUGS["rope_positions_restart"].buggy)
+    assert "decode step 1" in problem and "len(cache)" in problem, problem
+
+
+def test_bug_14_keeps_the_weights_right_and_is_caught_by_the_output():
+    import attn_core as ac
+
+    bug = BUGS["rope_on_values"]
+    layer = bug.buggy(16, 2).double().eval()
+    ref = ac.MultiHeadAttention(16, 2, rope_base=10000.0).double().eval()
+    ref.load_state_dict(layer.state_dict())
+    x = torch.randn(2, 5, 16, dtype=torch.float64)  # (B, L, hidden)
+    out, weights = layer(x)  # (B, L, hidden), (B, H, L, L)
+    want_out, want_weights = ref(x, is_causal=True)
+    torch.testing.assert_close(weights, want_weights)
+    assert not torch.allclose(out, want_out)
+
+
+class AttnCoreRopeLayer(torch.nn.Module):
+    """A fix written with attn_core itself: the layer with rope_base, causal, through the cache."""
+
+    def __init__(self, hidden_dim, num_heads, rope_base=10000.0):
+        super().__init__()
+        import attn_core as ac
+
+        self.inner = ac.MultiHeadAttention(hidden_dim, num_heads, rope_base=rope_base)
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (
+            self.inner.q_proj, self.inner.k_proj, self.inner.v_proj, self.inner.o_proj,
+        )  # fmt: skip
+
+    def forward(self, x, cache=None):
+        return self.inner(x, is_causal=True, cache=cache)
+
+
+@pytest.mark.parametrize("bug_id", ["rope_positions_restart", "rope_on_values"])
+def test_rope_layer_bugs_accept_attn_core_itself(bug_id):
+    assert BUGS[bug_id].probe(AttnCoreRopeLayer) is None
+
+
+def test_bug_15_accepts_other_correct_forms():
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    import attn_core as ac
+
+    def hugging_face(x, positions, base=10000.0):
+        d = x.shape[-1]
+        angles = positions[:, None].double() * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (L, d/2)
+        emb = torch.cat((angles, angles), dim=-1)  # (L, d)
+        return apply_rotary_pos_emb(x, x, emb.cos()[None], emb.sin()[None])[0]  # (..., L, d)
+
+    def complex_form(x, positions, base=10000.0):
+        d = x.shape[-1]
+        angles = positions[:, None].double() * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (L, d/2)
+        z = torch.complex(x[..., : d // 2], x[..., d // 2 :]) * torch.polar(torch.ones_like(angles), angles)
+        return torch.cat((z.real, z.imag), dim=-1)  # (..., L, d)
+
+    for fix in (hugging_face, complex_form, lambda x, positions, base=10000.0: ac.apply_rope(x, positions, base=base)):
+        assert BUGS["rope_layout"].probe(fix) is None
+
+
+def test_bug_15_layouts_differ_by_a_feature_permutation():
+    """The story's claim: the interleaved code is right on features stored in interleaved order."""
+    bug = BUGS["rope_layout"]
+    x = torch.randn(3, 6, 8, dtype=torch.float64)  # (B, L, d)
+    positions = torch.arange(6)
+    order = torch.stack((torch.arange(4), torch.arange(4) + 4), dim=-1).flatten()  # 0, 4, 1, 5, ...: half -> pairs
+    torch.testing.assert_close(bug.buggy(x[..., order], positions), bug.fixed(x, positions)[..., order])
+
+
+def test_bug_15_diagnoses_sign_and_no_rotation():
+    probe = BUGS["rope_layout"].probe
+    assert "unrotated" in probe(lambda x, positions, base=10000.0: x.clone())
+    assert "wrong sign" in probe(lambda x, positions, base=10000.0: BUGS["rope_layout"].fixed(x, -positions, base))

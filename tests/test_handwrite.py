@@ -572,3 +572,231 @@ def test_checks_never_raise(junk, capsys):
     assert one_red_line(capsys.readouterr().out)
     assert check_mha(layer_returning((junk, junk))) is False
     assert one_red_line(capsys.readouterr().out)
+
+
+# =============================================================================== MHA + KV cache + RoPE
+
+from attn_core.exercises.handwrite import check_rope_mha  # noqa: E402  (re-exported from handwrite_rope)
+from attn_core.exercises.handwrite_rope import _CONFIGS, _reference_steps, _simulate  # noqa: E402
+
+
+def rope_half(x, positions, base, *, sign=1, exponent=2):
+    """Rotate-half RoPE written the Hugging Face way (cos/sin of cat(freqs, freqs))."""
+    dim = x.shape[-1]
+    inv_freq = 1.0 / base ** (torch.arange(0, dim, 2, dtype=torch.float64)[: dim // 2] * exponent / 2 / dim)  # (D/2,)
+    angles = positions[:, None].double() * inv_freq  # (L, D/2)
+    emb = torch.cat((angles, angles), dim=-1)  # (L, D)
+    x1, x2 = x[..., : dim // 2], x[..., dim // 2 :]  # (..., L, D/2) each
+    rotated_half = torch.cat((-x2, x1), dim=-1)  # (..., L, D)
+    return x * emb.cos().to(x.dtype) + rotated_half * (sign * emb.sin()).to(x.dtype)  # (..., L, D)
+
+
+def rope_interleaved(x, positions, base):
+    """Pairs (2i, 2i+1): the RoFormer / Meta layout."""
+    dim = x.shape[-1]
+    angles = positions[:, None].double() * base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (L, D/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (L, D/2)
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., L, D/2)
+    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)  # (..., L, D)
+
+
+def rope_complex(x, positions, base):
+    """Rotate-half as a complex multiplication: z_i = x_i + i·x_{i+D/2}, times e^{iθ}."""
+    dim = x.shape[-1]
+    angles = positions[:, None].double() * base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (L, D/2)
+    z = torch.complex(x[..., : dim // 2].double(), x[..., dim // 2 :].double()) * torch.polar(
+        torch.ones_like(angles), angles
+    )  # (..., L, D/2)
+    return torch.cat((z.real, z.imag), dim=-1).to(x.dtype)  # (..., L, D)
+
+
+class RopeMHA(nn.Module):
+    """A hand-written MHA + KV cache + RoPE, with switches for the usual mistakes and other correct forms."""
+
+    def __init__(self, hidden_dim, num_heads, rope_base=10000.0, **bug):
+        super().__init__()
+        self.num_heads, self.head_dim, self.rope_base = num_heads, hidden_dim // num_heads, rope_base
+        self.q_proj = nn.Linear(hidden_dim, hidden_dim)
+        self.k_proj = nn.Linear(hidden_dim, hidden_dim)
+        self.v_proj = nn.Linear(hidden_dim, hidden_dim)
+        self.o_proj = nn.Linear(hidden_dim, hidden_dim)
+        self.bug = bug
+
+    def rope(self, t, positions):
+        base = 10000.0 if self.bug.get("base") == "ignored" else self.rope_base
+        form = self.bug.get("form")
+        if form == "interleaved":  # bug: pairs (2i, 2i+1) where the layer expects (i, i + D/2)
+            return rope_interleaved(t, positions, base)
+        if form == "complex":
+            return rope_complex(t, positions, base)
+        if form == "permuted":  # correct: move pair (i, i + D/2) next to each other, rotate interleaved, move back
+            half = self.head_dim // 2
+            order = torch.stack((torch.arange(half), torch.arange(half) + half), dim=-1).flatten()  # 0, D/2, 1, ...
+            return rope_interleaved(t[..., order], positions, base)[..., order.argsort()]  # (..., L, D)
+        return rope_half(t, positions, base, sign=self.bug.get("sign", 1), exponent=self.bug.get("exponent", 2))
+
+    def forward(self, x, cache=None):
+        B, L, hidden = x.shape
+        value_proj = self.k_proj if self.bug.get("value") == "k" else self.v_proj
+        q, k, v = (
+            p(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
+            for p in (self.q_proj, self.k_proj, value_proj)
+        )  # (B, H, L, hd) each
+        start = 0 if cache is None or self.bug.get("positions") == "restart" else len(cache)
+        positions = torch.arange(start, start + L)  # (L,)
+        q = self.rope(q, positions)  # (B, H, L, hd)
+        after = self.bug.get("after_cache")  # rotate the keys when they are read back, not before caching
+        if not after:
+            k = self.rope(k, positions)  # (B, H, L, hd)
+        if self.bug.get("rotate_v"):
+            v = self.rope(v, positions)  # bug: V carries no position
+        if self.bug.get("core") == "float32":  # correct: rotated in float64, attention (and cache) in float32
+            q, k, v = q.float(), k.float(), v.float()
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, T, hd)
+        T = k.shape[-2]
+        if after == "wrong":  # bug: every cached key gets the NEW token's positions
+            k = self.rope(k, positions)  # (B, H, T, hd)
+        elif after == "right":  # correct but wasteful: all T keys rotated by their own positions every step
+            k = self.rope(k, torch.arange(T))  # (B, H, T, hd)
+        if self.bug.get("core") == "einsum":
+            scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(self.head_dim)  # (B, H, L, T)
+        else:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(hidden if self.bug.get("scale") == "hidden" else self.head_dim)
+        if self.bug.get("mask") == "top_left":
+            mask = torch.ones(L, T, dtype=torch.bool).tril()  # bug: ignores T - L
+        else:
+            mask = torch.ones(L, T, dtype=torch.bool).tril(diagonal=T - L)  # (L, T) bottom-right
+        if self.bug.get("mask") != "none":
+            scores = scores.masked_fill(~mask, float("-inf"))  # (B, H, L, T)
+        weights = scores.softmax(dim=-1)  # (B, H, L, T)
+        out = (weights @ v).transpose(1, 2).reshape(B, L, hidden).to(x.dtype)  # (B, L, hidden)
+        return self.o_proj(out), weights
+
+
+def rope_class(**bug):
+    class MyRopeMHA(RopeMHA):
+        def __init__(self, hidden_dim, num_heads, rope_base=10000.0):
+            super().__init__(hidden_dim, num_heads, rope_base, **bug)
+
+    return MyRopeMHA
+
+
+def test_rope_simulation_without_a_mistake_is_attn_core():
+    """The grader's replay machinery, mistake-free, equals ac.MultiHeadAttention(rope_base=...) with a KVCache."""
+    import attn_core as ac
+
+    for hidden, heads, base in _CONFIGS:
+        ref = ac.MultiHeadAttention(hidden, heads, rope_base=base).double().eval()
+        x = torch.randn(2, 6, hidden, dtype=torch.float64)  # (B, T, hidden)
+        steps = [x[:, :3], x[:, 3:4], x[:, 4:5], x[:, 5:6]]
+        for (out, w), (want_out, want_w) in zip(
+            _simulate(ref, steps, base), _reference_steps(ref, steps, ac.KVCache()), strict=True
+        ):
+            torch.testing.assert_close(out, want_out, rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(w, want_w, rtol=1e-12, atol=1e-12)
+
+
+ROPE_MISTAKES = [
+    (dict(rotate_v=True), "you rotated V as well"),
+    (dict(positions="restart"), "the positions restart at 0 in every call"),
+    (dict(form="interleaved"), "wrong pairing layout"),
+    (dict(after_cache="wrong"), "rotated after caching"),
+    (dict(sign=-1), "turns the wrong way"),
+    (dict(exponent=1), "base^(-i/head_dim)"),
+    (dict(base="ignored"), "whatever rope_base says"),
+    (dict(mask="none"), "no causal mask"),
+    (dict(mask="top_left"), "aligned top-left"),
+]
+USUAL_MISTAKES = [(dict(value="k"), "V comes from k_proj"), (dict(scale="hidden"), "scaled by √hidden_dim")]
+
+
+@pytest.mark.parametrize(
+    "answer, passes, phrase",
+    [
+        (None, False, "not attempted"),
+        (rope_class(), True, "✅"),
+        (rope_class(form="complex"), True, "✅"),
+        (rope_class(form="permuted"), True, "✅"),
+        (rope_class(core="einsum"), True, "✅"),
+        (rope_class(core="float32"), True, "✅"),
+        (rope_class(after_cache="right"), True, "UNROTATED keys"),
+        *((rope_class(**bug), False, phrase) for bug, phrase in ROPE_MISTAKES + USUAL_MISTAKES),
+    ],
+)
+def test_rope_mha_table(capsys, answer, passes, phrase):
+    ok, out = verdict(capsys, check_rope_mha, answer)
+    assert ok is passes and phrase in out, out
+    if not passes:
+        assert one_red_line(out), out
+
+
+def test_rope_mistakes_are_told_apart(capsys):
+    """Each RoPE mistake gets its own diagnosis and no other's; the decode-only ones are caught in a decode step."""
+    phrases = [phrase for _, phrase in ROPE_MISTAKES]
+    for bug, phrase in ROPE_MISTAKES:
+        _, out = verdict(capsys, check_rope_mha, rope_class(**bug))
+        assert [p for p in phrases if p in out] == [phrase], out
+    for bug in (dict(positions="restart"), dict(after_cache="wrong"), dict(mask="top_left")):
+        _, out = verdict(capsys, check_rope_mha, rope_class(**bug))
+        assert "decode step 1" in out, out  # the full pass and the prefill were right
+
+
+def test_rope_stubs_and_interface_errors(capsys):
+    class InitStub(nn.Module):
+        def __init__(self, hidden_dim, num_heads, rope_base=10000.0):
+            super().__init__()
+            raise NotImplementedError
+
+    class ForwardStub(RopeMHA):
+        def forward(self, x, cache=None): ...
+
+    for answer in (None, ..., InitStub, ForwardStub):
+        ok, out = verdict(capsys, check_rope_mha, answer)
+        assert not ok and "not attempted" in out, out
+
+    class NoBaseArg(RopeMHA):
+        def __init__(self, hidden_dim, num_heads, base=10000.0):
+            super().__init__(hidden_dim, num_heads, base)
+
+    ok, out = verdict(capsys, check_rope_mha, NoBaseArg)
+    assert not ok and "`rope_base`" in out
+
+    class IgnoresCache(RopeMHA):
+        def forward(self, x, cache=None):
+            return super().forward(x)
+
+    ok, out = verdict(capsys, check_rope_mha, IgnoresCache)
+    assert not ok and "did not add this step's tokens to the cache" in out
+
+    class OwnCacheOnly(RopeMHA):  # updates the cache but attends over the new keys only
+        def forward(self, x, cache=None):
+            if cache is not None:
+                out, weights = super().forward(x)
+                B, L, _ = x.shape
+                k = self.k_proj(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, hd)
+                cache.update(k, k)
+                return out, weights
+            return super().forward(x)
+
+    ok, out = verdict(capsys, check_rope_mha, OwnCacheOnly)
+    assert not ok and "attended over this step's keys only" in out, out
+
+    class HeadsNotMerged(RopeMHA):
+        def forward(self, x, cache=None):
+            out, weights = super().forward(x, cache)
+            return out.view(*out.shape[:2], self.num_heads, self.head_dim).transpose(1, 2), weights  # (B, H, L, hd)
+
+    ok, out = verdict(capsys, check_rope_mha, HeadsNotMerged)
+    assert not ok and one_red_line(out) and "out should have shape (B, L, hidden_dim) = (2, 6, 16)" in out, out
+
+
+@pytest.mark.parametrize("junk", JUNK, ids=lambda j: type(j).__name__)
+def test_rope_check_never_raises(junk, capsys):
+    class Returns(RopeMHA):
+        def forward(self, x, cache=None):
+            return junk
+
+    for answer in (Returns, junk, lambda *a, **k: junk):
+        assert check_rope_mha(answer) is False
+        assert one_red_line(capsys.readouterr().out)

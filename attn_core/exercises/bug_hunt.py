@@ -19,6 +19,10 @@ Two interfaces, one per kind of bug:
   ``q_proj/k_proj/v_proj/o_proj`` laid out as in ``ac.GroupedQueryAttention`` and
   ``forward(x, mask=None) -> (out (B, L, hidden), weights (B, H, L, L))``, where ``mask`` is
   one boolean mask per sequence, ``(B, L, L)`` or ``(L, L)``, shared by every head.
+* RoPE (bugs 13-15): a layer ``Layer(hidden_dim, num_heads, rope_base=10000.0)`` with
+  ``forward(x, cache=None)``, causal, q and k rotated by ``apply_rope``; graded like notebook 11's
+  ``check_rope_mha`` (a full pass, then prefill + decode steps through an ``ac.KVCache``); and a
+  function ``rotary(x, positions, base=10000.0)`` graded against ``ac.apply_rope``.
 """
 
 from __future__ import annotations
@@ -33,8 +37,11 @@ from torch import nn
 
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub
+from attn_core.exercises.handwrite_rope import _CONFIGS as _ROPE_CONFIGS
+from attn_core.exercises.handwrite_rope import _config_problem as _rope_config_problem
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask, padding_mask
+from attn_core.rope import apply_rope
 
 __all__ = ["Bug", "BUGS", "check_bug", "bug_report", "check_all", "show_bug"]
 
@@ -355,6 +362,110 @@ def causal_attention_fixed(q, k, v):
     scores = scores.masked_fill(~causal, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)
     weights = scores.softmax(dim=-1)  # (B, H, Lq, Lk)
     return weights @ v, weights  # (B, H, Lq, D), (B, H, Lq, Lk)
+
+
+# ------------------------------------------------------------------ RoPE layers (bugs 13, 14): the shared part
+class RopeBase(HeadsBase):
+    """HeadsBase plus rotary embeddings and causal attention over a KV cache (no bug here).
+
+    ``forward(x, cache=None)``: x ``(B, L, hidden)`` holds the L newest tokens; ``cache`` is None (one full
+    pass) or an ``ac.KVCache`` with the ``len(cache)`` earlier tokens' rotated keys and values.
+    """
+
+    def __init__(self, hidden_dim, num_heads, rope_base=10000.0):
+        super().__init__(hidden_dim, num_heads)
+        self.rope_base = rope_base
+
+    def attend(self, q, k, v):
+        L, T = q.shape[-2], k.shape[-2]  # the L new queries are the last L of T tokens
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, T)
+        scores = scores.masked_fill(~causal_mask(L, T), torch.finfo(scores.dtype).min)  # bottom-right causal
+        weights = scores.softmax(dim=-1)  # (B, H, L, T)
+        return weights @ v, weights  # (B, H, L, d), (B, H, L, T)
+
+    def merge(self, out):
+        B, _, L, _ = out.shape  # out (B, H, L, d)
+        return self.o_proj(out.transpose(1, 2).reshape(B, L, self.hidden_dim))  # (B, L, hidden)
+
+
+# ------------------------------------------------------------------ 13 · RoPE positions restart in each decode step
+class RopeDecodeAttention(RopeBase):
+    def forward(self, x, cache=None):
+        B, L, _ = x.shape  # x (B, L, hidden): the L newest tokens
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        positions = torch.arange(L)  # (L,)
+        q = apply_rope(q, positions, base=self.rope_base)  # (B, H, L, d)
+        k = apply_rope(k, positions, base=self.rope_base)  # (B, H, L, d)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, T, d): every token cached so far
+        out, weights = self.attend(q, k, v)  # (B, H, L, d), (B, H, L, T)
+        return self.merge(out), weights
+
+
+class RopeDecodeAttentionFixed(RopeBase):
+    def forward(self, x, cache=None):
+        B, L, _ = x.shape  # x (B, L, hidden): the L newest tokens
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        start = 0 if cache is None else len(cache)  # FIX: the new tokens come after the cached ones
+        positions = torch.arange(start, start + L)  # (L,)
+        q = apply_rope(q, positions, base=self.rope_base)  # (B, H, L, d)
+        k = apply_rope(k, positions, base=self.rope_base)  # (B, H, L, d)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, T, d): every token cached so far
+        out, weights = self.attend(q, k, v)  # (B, H, L, d), (B, H, L, T)
+        return self.merge(out), weights
+
+
+# ------------------------------------------------------------------ 14 · RoPE applied to V
+class RopeValueAttention(RopeBase):
+    def forward(self, x, cache=None):
+        B, L, _ = x.shape  # x (B, L, hidden): the L newest tokens
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        start = 0 if cache is None else len(cache)
+        positions = torch.arange(start, start + L)  # (L,)
+        q, k, v = (apply_rope(t, positions, base=self.rope_base) for t in (q, k, v))  # (B, H, L, d) each
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, T, d)
+        out, weights = self.attend(q, k, v)  # (B, H, L, d), (B, H, L, T)
+        return self.merge(out), weights
+
+
+class RopeValueAttentionFixed(RopeBase):
+    def forward(self, x, cache=None):
+        B, L, _ = x.shape  # x (B, L, hidden): the L newest tokens
+        q = self.split_heads(self.q_proj(x))  # (B, H, L, d)
+        k = self.split_heads(self.k_proj(x))  # (B, H, L, d)
+        v = self.split_heads(self.v_proj(x))  # (B, H, L, d)
+        start = 0 if cache is None else len(cache)
+        positions = torch.arange(start, start + L)  # (L,)
+        q, k = (apply_rope(t, positions, base=self.rope_base) for t in (q, k))  # (B, H, L, d)  FIX: not v
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, T, d)
+        out, weights = self.attend(q, k, v)  # (B, H, L, d), (B, H, L, T)
+        return self.merge(out), weights
+
+
+# ------------------------------------------------------------------ 15 · RoPE pairs in the wrong layout
+def rotary(x, positions, base=10000.0):
+    d = x.shape[-1]  # x (..., L, d), positions (L,)
+    angles = positions[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (L, d/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (L, d/2) each
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., L, d/2) each
+    return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)  # (..., L, d)
+
+
+def rotary_fixed(x, positions, base=10000.0):
+    d = x.shape[-1]  # x (..., L, d), positions (L,)
+    angles = positions[:, None] * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (L, d/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (L, d/2) each
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]  # (..., L, d/2) each  FIX: pair i with i + d/2
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)  # (..., L, d)
 
 
 # =============================================================================== probes
@@ -765,6 +876,53 @@ def _mask_probe(impl: Callable) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------------- RoPE probes
+
+
+def _rope_layer_probe(impl: Callable) -> str | None:
+    """A RoPE layer ``(hidden_dim, num_heads, rope_base=...)`` against ``ac.MultiHeadAttention(rope_base=...)``:
+    one full pass, then a prefill and one-token decode steps through a KV cache (notebook 11's check)."""
+    generator = torch.Generator().manual_seed(11)
+    for seed, (hidden_dim, num_heads, base) in enumerate(_ROPE_CONFIGS):
+        problem, _ = _rope_config_problem(impl, hidden_dim, num_heads, base, seed, generator)
+        if problem:
+            return problem
+    return None
+
+
+def _rotary_probe(impl: Callable) -> str | None:
+    """``rotary(x, positions, base=10000.0)`` against ``ac.apply_rope`` (rotate-half layout)."""
+    generator = torch.Generator().manual_seed(5)
+    x = _randn(2, 2, 5, 8, generator=generator)  # (B, H, L, D)
+    for where, positions, base in (
+        ("positions 0..4", torch.arange(5), 10000.0),
+        ("positions 3..7, base 100", torch.arange(3, 8), 100.0),
+    ):
+        want = apply_rope(x, positions, base=base)  # (B, H, L, D)
+        result, error = call_learner(impl, x.clone(), positions.clone(), base=base)
+        if error:
+            return error if error == NOT_DONE else f"with {where}: {error}"
+        if not isinstance(result, torch.Tensor) or tuple(result.shape) != tuple(x.shape):
+            got = tuple(result.shape) if isinstance(result, torch.Tensor) else type(result).__name__
+            return f"with {where}: return one tensor of x's shape {tuple(x.shape)}, got {got}."
+        if _close(result, want):
+            continue
+        result = result.detach().to(DTYPE)
+        if _close(result, apply_rope(x, positions, base=base, interleaved=True)):
+            return (
+                f"with {where}: your rotation pairs features (2i, 2i+1), the interleaved layout of the RoFormer "
+                "paper and of Meta's original Llama code; the weights here (as in Hugging Face's Llama) expect "
+                "pairs (i, i + d/2). Each layout works with weights in its own order, so the model runs, "
+                "and every score is silently wrong."
+            )
+        if _close(result, x):
+            return f"with {where}: your function returns x unrotated."
+        if _close(result, apply_rope(x, -positions, base=base)):
+            return f"with {where}: you rotate by -angle: sin has the wrong sign."
+        return f"with {where}: the rotation differs from ac.apply_rope(x, positions, base=base)."
+    return None
+
+
 # =============================================================================== catalogue
 
 
@@ -955,6 +1113,56 @@ BUGS: dict[str, Bug] = {
             _causal_probe,
             "Query i is token number i + (Lk - Lq) of the sequence. Which diagonal of tril keeps keys up to and "
             "including that position?",
+        ),
+        Bug(
+            "rope_positions_restart",
+            "RoPE positions restart at 0 in every decode step",
+            "`positions = torch.arange(L)` where L is the number of NEW tokens: right in the prefill, but in a "
+            "decode step L = 1, so every generated token is rotated as if it stood at position 0 while its "
+            "cached neighbours keep their real positions. Nothing crashes; the prefill is right and generation "
+            "drifts. Hugging Face's RoFormer had exactly this: its rotary positions came from the length of "
+            "the current hidden states, always 1 in generate(), ignoring the cached tokens "
+            "(huggingface/transformers pull request #22416).",
+            "RopeDecodeAttention(hidden_dim, num_heads, rope_base=10000.0); forward(x, cache=None) -> (out, "
+            "weights); causal; cache None or an ac.KVCache with the earlier tokens' rotated keys and values",
+            RopeDecodeAttention,
+            RopeDecodeAttentionFixed,
+            _rope_layer_probe,
+            "In a decode step, how many tokens are already in the cache, and what is the position of the new one? "
+            "len(cache) before cache.update is the offset.",
+        ),
+        Bug(
+            "rope_on_values",
+            "RoPE applied to the values",
+            "`q, k, v = (apply_rope(t, positions) for t in (q, k, v))`: one line too generous. RoPE (Su et al. "
+            "2021, RoFormer, arXiv 2104.09864) rotates queries and keys so that the SCORES depend on the "
+            "distance m - n; the values carry content and are not rotated (the paper keeps the value term free "
+            "of position, section 3.2; mistralai/mistral-inference issue #147 asks why and is answered from it). "
+            "Rotated values make each token's contribution depend on its absolute position; the attention "
+            "weights stay right, so only a reference test of the output catches it.",
+            "RopeValueAttention(hidden_dim, num_heads, rope_base=10000.0); forward(x, cache=None) -> (out, "
+            "weights); causal; cache None or an ac.KVCache",
+            RopeValueAttention,
+            RopeValueAttentionFixed,
+            _rope_layer_probe,
+            "The weights match, the output does not. Which of q, k, v enter the scores q·k, the only place the "
+            "position is supposed to act?",
+        ),
+        Bug(
+            "rope_layout",
+            "RoPE pairs in the wrong layout",
+            "Two layouts of RoPE are in use: pairs (2i, 2i+1), as in the RoFormer paper and Meta's original "
+            "Llama code (GGUF too), and pairs (i, i + d/2), the 'rotate half' of Hugging Face's Llama, whose "
+            "conversion script permutes the q/k projection rows to match. Code written from the paper "
+            "(`x[..., 0::2], x[..., 1::2]`) on weights in Hugging Face order runs without an error and computes "
+            "garbage scores. huggingface/transformers issue #25199 asks why the two differ; "
+            "Dao-AILab/flash-attention issue #288 answers which weights need which layout.",
+            "rotary(x, positions, base=10000.0) -> x rotated, shape (..., L, d); positions (L,); "
+            "rotate-half layout, as ac.apply_rope(x, positions, base=base)",
+            rotary,
+            rotary_fixed,
+            _rotary_probe,
+            "Which feature does feature 0 turn with? In the rotate-half layout it is feature d/2, not feature 1.",
         ),
     )
 }

@@ -21,6 +21,10 @@ Wrong answers are matched against the usual mistakes so the message says *which*
   mask always on, dropout left on in eval, and "weights right, out wrong" (merge or ``o_proj``).
 - ``check_gqa(cls)``: ``cls(hidden_dim, num_heads, num_kv_heads)``; the same, plus the K/V
   projection sizes and ``repeat`` instead of ``repeat_interleave``.
+- ``check_rope_mha(cls)`` (in :mod:`attn_core.exercises.handwrite_rope`, importable from here):
+  ``cls(hidden_dim, num_heads, rope_base=10000.0)`` with ``forward(x, cache=None)``, MHA + KV cache +
+  RoPE; diagnoses rotated V, positions restarting at 0 in each decode step, the wrong pairing layout,
+  keys rotated after caching, and the usual layer mistakes.
 
 The checks clone every input they pass, so an answer that modifies its arguments in place is
 graded on its result alone.
@@ -41,7 +45,7 @@ from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask, padding_mask
 
-__all__ = ["check_sdpa", "check_causal_mask", "check_mha", "check_gqa"]
+__all__ = ["check_sdpa", "check_causal_mask", "check_mha", "check_gqa", "check_rope_mha"]  # noqa: F822 (lazy, below)
 
 _F64 = torch.float64
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -654,3 +658,12 @@ def check_gqa(cls) -> bool:
     """``cls(hidden_dim, num_heads, num_kv_heads)``: like :func:`check_mha`, but k_proj/v_proj output
     ``num_kv_heads * head_dim`` features and query head h reads kv head ``h // (num_heads // num_kv_heads)``."""
     return _check_layer("check_gqa", cls, [((16, 4, 2), 2, 0), ((12, 6, 3), 3, 1), ((8, 4, 1), 1, 2)])
+
+
+def __getattr__(name: str):
+    """``check_rope_mha`` lives in :mod:`attn_core.exercises.handwrite_rope` (imported on first use: no cycle)."""
+    if name == "check_rope_mha":
+        from attn_core.exercises.handwrite_rope import check_rope_mha
+
+        return check_rope_mha
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
