@@ -74,7 +74,7 @@ def bench_render() -> None:
         name: (lambda params=params: widgets.figure_png(widgets.render_attention(**params)))
         for name, params in RENDER_CASES.items()
     }
-    redraws["tiles (07): 32×32, step 6"] = lambda: widgets.figure_png(tiles.render_tiles(step=6))
+    redraws["tiles (08): 32×32, step 6"] = lambda: widgets.figure_png(tiles.render_tiles(step=6))
     wall, cpu = round_robin_medians(redraws, 20), round_robin_medians(redraws, 20, clock=time.process_time)
     print("| explorer view | wall (ms) | CPU (ms) |")
     print("|---|---:|---:|")

@@ -1,4 +1,4 @@
-"""Notebook 09 (bug hunt): every planted bug is caught by its probe, and its fix passes."""
+"""Notebook 10 (bug hunt): every planted bug is caught by its probe, and its fix passes."""
 
 import math
 import re

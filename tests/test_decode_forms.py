@@ -1,6 +1,6 @@
 """Decode-shaped GQA: the three ways to share a kv head agree, and attn_core's decode step never copies the cache.
 
-Notebook 06 and benchmarks/bench_decode.py time these forms; here they are only checked (no timings):
+Notebook 07 and benchmarks/bench_decode.py time these forms; here they are only checked (no timings):
 equal outputs on one-token and few-token queries against a KVCache view (a strided slice of a
 buffer with spare capacity), and an allocation count per decode step.
 """

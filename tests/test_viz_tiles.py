@@ -1,4 +1,4 @@
-"""The tile explorer (notebook 07): the schedule visits every tile once and skips exactly the fully
+"""The tile explorer (notebook 08): the schedule visits every tile once and skips exactly the fully
 masked ones, the online-softmax trace ends at the true max and normaliser, the figure draws the
 step it is given, and the explorer reacts to its controls without tracebacks."""
 

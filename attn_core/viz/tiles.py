@@ -1,4 +1,4 @@
-"""The tile explorer of notebook 07: watch FlashAttention's forward pass walk over the tiles.
+"""The tile explorer of notebook 08: watch FlashAttention's forward pass walk over the tiles.
 
 FlashAttention never builds the ``(Lq, Lk)`` score matrix. It cuts the queries into blocks of
 ``block_q`` rows and the keys into blocks of ``block_k`` columns and visits the tiles one at a
@@ -564,7 +564,7 @@ class TilesExplorer(Explorer):
 
 
 def tiles_explorer(**fixed) -> TilesExplorer:
-    """07: press play and watch the tiles go by, and one row's running max and sum with them.
+    """08: press play and watch the tiles go by, and one row's running max and sum with them.
 
     Keywords set where a control starts (``tiles_explorer(is_causal=False, row=3)``) or fix a
     parameter without a control (``head_dim``).
