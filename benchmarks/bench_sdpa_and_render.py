@@ -27,7 +27,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core.viz import tiles, widgets  # noqa: E402
+from attn_core.viz import rope, tiles, widgets  # noqa: E402
 
 
 def bench_kernels() -> None:
@@ -75,6 +75,10 @@ def bench_render() -> None:
         for name, params in RENDER_CASES.items()
     }
     redraws["tiles (08): 32×32, step 6"] = lambda: widgets.figure_png(tiles.render_tiles(step=6))
+    redraws["rope (06): default view"] = lambda: widgets.figure_png(rope.render_rope())
+    redraws["rope (06): D=128, 1024 distances"] = lambda: widgets.figure_png(
+        rope.render_rope(q_position=100, k_position=3, pair=5, head_dim=128, max_distance=1024)
+    )
     wall, cpu = round_robin_medians(redraws, 20), round_robin_medians(redraws, 20, clock=time.process_time)
     print("| explorer view | wall (ms) | CPU (ms) |")
     print("|---|---:|---:|")
