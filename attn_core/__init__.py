@@ -6,6 +6,7 @@ One concept per module:
 - ``masks``      boolean mask factories (True = may attend) and converters
 - ``rope``       rotary position embeddings: apply_rope, rope_angles
 - ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention (``rope_base=`` for RoPE)
+- ``latent_attention``  MultiHeadLatentAttention: DeepSeek's MLA, a small latent cached per token
 - ``kv_cache``   KVCache for token-by-token decoding
 - ``tiled``      tiled_attention: FlashAttention's forward pass, the weights never stored
 
@@ -18,6 +19,7 @@ Grouped by what they are for:
 
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
+from attn_core.latent_attention import MultiHeadLatentAttention
 from attn_core.layers import GroupedQueryAttention, MultiHeadAttention, MultiQueryAttention
 from attn_core.masks import (
     causal_mask,
@@ -52,6 +54,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiQueryAttention",
     "GroupedQueryAttention",
+    "MultiHeadLatentAttention",
     "KVCache",
     "plot_attention",
     "load_minilm",

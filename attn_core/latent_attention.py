@@ -1,0 +1,224 @@
+"""Multi-head latent attention (MLA, DeepSeek-V2): cache one small latent per token, not per-head K/V.
+
+Every token is compressed to a latent ``c = RMSNorm(x W_DKV)`` of ``kv_lora_rank`` features plus one
+rotary key ``k_rope`` of ``qk_rope_head_dim`` features shared by all heads; only these two are cached,
+``kv_lora_rank + qk_rope_head_dim`` numbers per token whatever the number of heads. The per-head keys and
+values are up-projections of the latent: ``k_nope_h = c W_UK_h``, ``v_h = c W_UV_h`` (both in ``kv_b_proj``).
+
+Two ways to attend, same numbers:
+
+- ``absorb=False`` (as Hugging Face's ``DeepseekV3Attention``): up-project the whole cache into per-head
+  keys ``[k_nope_h, k_rope]`` and values ``v_h`` every step: ``O(T · H · (nope + v) · kv_lora_rank)``.
+- ``absorb=True``: ``q_nope_h · k_nope_h = (q_nope_h W_UK_hᵀ) · c``, so ``W_UK`` is folded into the query and
+  every head attends to the latent itself (one shared "kv head", as in multi-query attention); and
+  ``Σ_t w_t (c_t W_UV_h) = (Σ_t w_t c_t) W_UV_h``, so the latent is the value and ``W_UV`` is applied once,
+  after the weighted sum. The cache is never up-projected.
+
+RoPE cannot be absorbed: the rotation of key ``t`` depends on its position, so ``R_t`` sits between
+``W_UK`` and ``c_t`` and no fixed matrix can be folded into the query. That is why the rotary part is a
+separate, small, shared key that is cached already rotated.
+
+Parameter names follow DeepSeek / Hugging Face (``load_state_dict`` from ``DeepseekV3Attention`` works with
+no renaming). ``rope_interleave=True`` rotates pairs ``(2i, 2i + 1)`` (DeepSeek's checkpoints); Hugging
+Face's ``apply_rotary_pos_emb_interleave`` returns the rotated pairs de-interleaved (evens then odds), we keep
+them interleaved: the same permutation of q and k, so every score, output and weight is identical; only the
+feature order of the cached ``k_rope`` differs. ``rope_interleave=False`` is the "rotate half" layout.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attn_core.attention import scaled_dot_product_attention
+from attn_core.kv_cache import KVCache
+from attn_core.rope import _as_positions, _check_base, apply_rope
+
+__all__ = ["MultiHeadLatentAttention", "RMSNorm"]
+
+
+class RMSNorm(nn.Module):
+    """``weight · x / sqrt(mean(x²) + eps)`` over the last dim (DeepSeek's / Llama's RMSNorm).
+
+    Computed in float32 for fp16/bf16 inputs, in the input's dtype otherwise (float64 stays float64;
+    Hugging Face's ``DeepseekV3RMSNorm`` always rounds through float32)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))  # (dim,)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        work = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x  # (..., dim)
+        normed = work * torch.rsqrt(work.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., dim)
+        return self.weight * normed.to(x.dtype)  # (..., dim)
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    return value
+
+
+class MultiHeadLatentAttention(nn.Module):
+    """Multi-head latent attention (DeepSeek-V2/V3). See the module docstring for the idea.
+
+    ``forward(x, mask=None, *, is_causal=False, cache=None, positions=None, absorb=False)``: x
+    ``(B, Lq, hidden_dim)``; mask boolean, True = may attend, broadcastable to ``(B, num_heads, Lq, Lk)``;
+    ``is_causal`` bottom-right aligned as in :func:`attn_core.scaled_dot_product_attention`; ``cache`` a
+    :class:`KVCache` holding the normalised latent ``(B, 1, T, kv_lora_rank)`` as its keys and the rotated
+    shared key ``(B, 1, T, qk_rope_head_dim)`` as its values; ``positions`` ``(Lq,)`` or ``(B, Lq)``, None
+    meaning ``len(cache) .. len(cache) + Lq - 1``. Returns ``(out (B, Lq, hidden_dim), weights (B, H, Lq, Lk))``,
+    the same for ``absorb=False`` and ``absorb=True``. Self-attention only (no ``context``).
+    """
+
+    def __init__(
+        self,
+        hidden_dim: int,
+        num_heads: int,
+        *,
+        kv_lora_rank: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        q_lora_rank: int | None = None,
+        rope_base: float = 10000.0,
+        rope_interleave: bool = True,
+    ):
+        super().__init__()
+        for name, value in (
+            ("hidden_dim", hidden_dim),
+            ("num_heads", num_heads),
+            ("kv_lora_rank", kv_lora_rank),
+            ("qk_nope_head_dim", qk_nope_head_dim),
+            ("qk_rope_head_dim", qk_rope_head_dim),
+            ("v_head_dim", v_head_dim),
+        ):
+            _positive_int(name, value)
+        if q_lora_rank is not None:
+            _positive_int("q_lora_rank (or None for a plain q_proj)", q_lora_rank)
+        if qk_rope_head_dim % 2:
+            raise ValueError(
+                f"qk_rope_head_dim must be even (RoPE rotates pairs of features), got {qk_rope_head_dim}. "
+                "DeepSeek-V2/V3 use 64."
+            )
+        if not isinstance(rope_interleave, bool):
+            raise ValueError(f"rope_interleave must be True or False, got {rope_interleave!r}.")
+        self.hidden_dim, self.num_heads = hidden_dim, num_heads
+        self.kv_lora_rank, self.q_lora_rank = kv_lora_rank, q_lora_rank
+        self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim = qk_nope_head_dim, qk_rope_head_dim, v_head_dim
+        self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
+        self.scale = self.qk_head_dim**-0.5  # the score is over nope + rope features together
+        self.rope_base = _check_base(rope_base)
+        self.rope_interleave = rope_interleave
+        q_out = num_heads * self.qk_head_dim
+        if q_lora_rank is None:
+            self.q_proj = nn.Linear(hidden_dim, q_out, bias=False)  # hidden -> H * (nope + rope)
+        else:
+            self.q_a_proj = nn.Linear(hidden_dim, q_lora_rank, bias=False)  # hidden -> q_lora_rank
+            self.q_a_layernorm = RMSNorm(q_lora_rank)
+            self.q_b_proj = nn.Linear(q_lora_rank, q_out, bias=False)  # q_lora_rank -> H * (nope + rope)
+        self.kv_a_proj_with_mqa = nn.Linear(hidden_dim, kv_lora_rank + qk_rope_head_dim, bias=False)  # -> c, k_rope
+        self.kv_a_layernorm = RMSNorm(kv_lora_rank)
+        self.kv_b_proj = nn.Linear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False)  # W_UK, W_UV
+        self.o_proj = nn.Linear(num_heads * v_head_dim, hidden_dim, bias=False)  # H * v -> hidden
+
+    def extra_repr(self) -> str:
+        return (
+            f"hidden_dim={self.hidden_dim}, num_heads={self.num_heads}, kv_lora_rank={self.kv_lora_rank}, "
+            f"q_lora_rank={self.q_lora_rank}, qk_nope_head_dim={self.qk_nope_head_dim}, "
+            f"qk_rope_head_dim={self.qk_rope_head_dim}, v_head_dim={self.v_head_dim}, "
+            f"rope_base={self.rope_base}, rope_interleave={self.rope_interleave}"
+        )
+
+    def _positions(self, positions, batch: int, q_len: int, start: int, device: torch.device) -> torch.Tensor:
+        if positions is None:
+            return torch.arange(start, start + q_len, device=device)  # (Lq,): continues after the cache
+        positions = _as_positions(positions, device)  # (Lq,) or (B, Lq)
+        if positions.ndim == 1 and positions.shape[0] == q_len:
+            return positions  # (Lq,)
+        if positions.ndim == 2 and positions.shape[0] in (1, batch) and positions.shape[1] == q_len:
+            return positions.unsqueeze(1)  # (B, 1, Lq): broadcast over heads
+        raise ValueError(
+            f"positions must have shape (Lq,) = ({q_len},) or (B, Lq) = ({batch}, {q_len}), "
+            f"got {tuple(positions.shape)}."
+        )
+
+    def _check_cache(self, cache: KVCache, batch: int) -> None:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be an attn_core.KVCache, got {type(cache).__name__}.")
+        cache.bind(self)  # one cache per layer: a cache fed by two layers would mix their latents
+        if len(cache) and (
+            cache.keys.shape[:2] != (batch, 1)
+            or cache.keys.shape[-1] != self.kv_lora_rank
+            or cache.values.shape[-1] != self.qk_rope_head_dim
+        ):
+            raise ValueError(
+                f"this cache holds keys {tuple(cache.keys.shape)} and values {tuple(cache.values.shape)}, not the "
+                f"MLA layout: latent ({batch}, 1, T, {self.kv_lora_rank}) and rotated key ({batch}, 1, T, "
+                f"{self.qk_rope_head_dim}). Give this layer a fresh KVCache() (or call cache.reset())."
+            )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+        positions: torch.Tensor | None = None,
+        absorb: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.hidden_dim:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(
+                f"x must have shape (batch, seq_len, hidden_dim={self.hidden_dim}), got {shape}. "
+                "For one unbatched sequence use .unsqueeze(0). (MLA here is self-attention only.)"
+            )
+        batch, q_len, _ = x.shape
+        heads, nope, rope, rank = self.num_heads, self.qk_nope_head_dim, self.qk_rope_head_dim, self.kv_lora_rank
+        if cache is not None:
+            self._check_cache(cache, batch)
+
+        if self.q_lora_rank is None:
+            q = self.q_proj(x)  # (B, Lq, H * (nope + rope))
+        else:
+            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))  # (B, Lq, H * (nope + rope))
+        q = q.view(batch, q_len, heads, self.qk_head_dim).transpose(1, 2)  # (B, H, Lq, nope + rope)
+        q_nope, q_rope = q.split([nope, rope], dim=-1)  # (B, H, Lq, nope), (B, H, Lq, rope)
+
+        latent, k_rope = self.kv_a_proj_with_mqa(x).split([rank, rope], dim=-1)  # (B, Lq, rank), (B, Lq, rope)
+        latent = self.kv_a_layernorm(latent).unsqueeze(1)  # (B, 1, Lq, rank): one "head", shared by all
+        k_rope = k_rope.unsqueeze(1)  # (B, 1, Lq, rope)
+
+        start = len(cache) if cache is not None else 0
+        pos = self._positions(positions, batch, q_len, start, x.device)  # (Lq,) or (B, 1, Lq)
+        q_rope = apply_rope(q_rope, pos, base=self.rope_base, interleaved=self.rope_interleave)  # (B, H, Lq, rope)
+        k_rope = apply_rope(k_rope, pos, base=self.rope_base, interleaved=self.rope_interleave)  # (B, 1, Lq, rope)
+        if cache is not None:
+            latent, k_rope = cache.update(latent, k_rope)  # (B, 1, T, rank), (B, 1, T, rope): all cached so far
+        k_len = latent.shape[-2]
+
+        w_kv = self.kv_b_proj.weight.view(heads, nope + self.v_head_dim, rank)  # (H, nope + v, rank)
+        w_uk, w_uv = w_kv[:, :nope], w_kv[:, nope:]  # (H, nope, rank), (H, v, rank)
+        if absorb:
+            # q_nope · (W_UK c) = (q_nope W_UK) · c: the query moves into latent space; the cache is not touched.
+            q_lat = torch.einsum("bhqn,hnr->bhqr", q_nope, w_uk)  # (B, H, Lq, rank)
+            q_cat = torch.cat([q_lat, q_rope], dim=-1)  # (B, H, Lq, rank + rope)
+            k_cat = torch.cat([latent, k_rope], dim=-1)  # (B, 1, T, rank + rope): one kv head for all H
+            # The latent is the value: Σ_t w_t (W_UV c_t) = W_UV (Σ_t w_t c_t), so W_UV waits until after the sum.
+            out_lat, weights = scaled_dot_product_attention(
+                q_cat, k_cat, latent, mask, is_causal=is_causal, scale=self.scale
+            )
+            # out_lat (B, H, Lq, rank), weights (B, H, Lq, Lk)
+            out = torch.einsum("bhqr,hvr->bhqv", out_lat, w_uv)  # (B, H, Lq, v)
+        else:
+            kv = self.kv_b_proj(latent.squeeze(1))  # (B, T, H * (nope + v)): every cached token, every step
+            kv = kv.view(batch, k_len, heads, nope + self.v_head_dim).transpose(1, 2)  # (B, H, T, nope + v)
+            k_nope, v = kv.split([nope, self.v_head_dim], dim=-1)  # (B, H, T, nope), (B, H, T, v)
+            k = torch.cat([k_nope, k_rope.expand(-1, heads, -1, -1)], dim=-1)  # (B, H, T, nope + rope)
+            q_full = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, Lq, nope + rope)
+            out, weights = scaled_dot_product_attention(q_full, k, v, mask, is_causal=is_causal, scale=self.scale)
+            # out (B, H, Lq, v), weights (B, H, Lq, Lk)
+        out = out.transpose(1, 2).reshape(batch, q_len, heads * self.v_head_dim)  # (B, Lq, H * v)
+        return self.o_proj(out), weights  # (B, Lq, hidden), (B, H, Lq, Lk)
