@@ -1,4 +1,4 @@
-"""Notebook 10 (bug hunt): every planted bug is caught by its probe, and its fix passes."""
+"""Notebook 11 (bug hunt): every planted bug is caught by its probe, and its fix passes."""
 
 import math
 import re
@@ -27,6 +27,9 @@ EXPECTED_DIAGNOSIS = {
     "rope_positions_restart": "positions restart at 0 in every call",
     "rope_on_values": "you rotated V as well",
     "rope_layout": "pairs features (2i, 2i+1)",
+    "mla_rope_absorbed": "RoPE pushed through the absorbed W_UK",
+    "mla_absorb_wuv_transpose": "the weights are right but out is not",
+    "mla_cache_up_projected": "up-projected per-head keys",
 }
 
 
@@ -261,7 +264,7 @@ def test_attention_dropout_is_not_credited_to_the_2017_paper():
 
 
 def test_rope_bugs_come_after_the_twelve_of_the_bug_map():
-    assert list(BUGS)[12:] == ["rope_positions_restart", "rope_on_values", "rope_layout"]
+    assert list(BUGS)[12:15] == ["rope_positions_restart", "rope_on_values", "rope_layout"]
 
 
 def test_bug_13_is_caught_in_a_decode_step_not_in_the_prefill():
@@ -338,3 +341,87 @@ def test_bug_15_diagnoses_sign_and_no_rotation():
     probe = BUGS["rope_layout"].probe
     assert "unrotated" in probe(lambda x, positions, base=10000.0: x.clone())
     assert "wrong sign" in probe(lambda x, positions, base=10000.0: BUGS["rope_layout"].fixed(x, -positions, base))
+
+
+# ------------------------------------------------------------------ the MLA bugs (16-18)
+
+MLA_BUGS = ["mla_rope_absorbed", "mla_absorb_wuv_transpose", "mla_cache_up_projected"]
+
+
+def test_mla_bugs_are_16_to_18():
+    assert list(BUGS)[15:18] == MLA_BUGS
+
+
+def _mla_pair(bug_id, seed=0):
+    import attn_core as ac
+
+    dims = dict(kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
+    torch.manual_seed(seed)
+    layer = BUGS[bug_id].buggy(24, 3, **dims, rope_base=100.0).double().eval()
+    ref = ac.MultiHeadLatentAttention(24, 3, **dims, rope_base=100.0).double().eval()
+    ref.load_state_dict(layer.state_dict())  # DeepSeek's names: no renaming
+    return layer, ref
+
+
+def test_bug_16_changes_the_weights_already_in_a_full_pass():
+    layer, ref = _mla_pair("mla_rope_absorbed")
+    x = torch.randn(2, 5, 24, dtype=torch.float64)  # (B, L, hidden)
+    assert not torch.allclose(layer(x)[1], ref(x, is_causal=True)[1])
+
+
+def test_bug_17_keeps_the_weights_right_and_is_caught_by_the_output():
+    layer, ref = _mla_pair("mla_absorb_wuv_transpose")
+    x = torch.randn(2, 5, 24, dtype=torch.float64)  # (B, L, hidden)
+    out, weights = layer(x)  # (B, L, hidden), (B, H, L, L)
+    want_out, want_weights = ref(x, is_causal=True, absorb=True)
+    torch.testing.assert_close(weights, want_weights)
+    assert not torch.allclose(out, want_out)
+
+
+def test_bug_18_is_numerically_right_and_caught_by_the_cache_layout():
+    import attn_core as ac
+
+    layer, ref = _mla_pair("mla_cache_up_projected")
+    x = torch.randn(2, 5, 24, dtype=torch.float64)  # (B, L, hidden)
+    cache = ac.KVCache()
+    outs = [layer(x[:, :3], cache=cache)[0], layer(x[:, 3:4], cache=cache)[0], layer(x[:, 4:], cache=cache)[0]]
+    torch.testing.assert_close(torch.cat(outs, dim=1), ref(x, is_causal=True)[0])  # right numbers
+    ref_cache = ac.KVCache()
+    ref(x, is_causal=True, cache=ref_cache)
+    assert cache.nbytes == 2 * 5 * 3 * ((6 + 4) + 5) * 8  # B·T·H·(nope + rope + v)·8 bytes
+    assert ref_cache.nbytes == 2 * 5 * (8 + 4) * 8  # B·T·(rank + rope)·8 bytes
+    problem = BUGS["mla_cache_up_projected"].probe(BUGS["mla_cache_up_projected"].buggy)
+    assert "prefill" in problem and "MHA-sized" in problem, problem
+
+
+class AttnCoreMla(torch.nn.Module):
+    """A fix written with attn_core itself, naive or absorbed."""
+
+    def __init__(self, hidden_dim, num_heads, *, absorb=False, **dims):
+        super().__init__()
+        import attn_core as ac
+
+        self.inner = ac.MultiHeadLatentAttention(hidden_dim, num_heads, **dims)
+        self.absorb = absorb
+        for name in ("q_proj", "kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "o_proj"):
+            setattr(self, name, getattr(self.inner, name))
+
+    def forward(self, x, cache=None):
+        return self.inner(x, is_causal=True, cache=cache, absorb=self.absorb)
+
+
+@pytest.mark.parametrize("bug_id", MLA_BUGS)
+@pytest.mark.parametrize("absorb", [False, True])
+def test_mla_probes_accept_attn_core_and_every_fix(bug_id, absorb):
+    def make(*args, **kwargs):
+        return AttnCoreMla(*args, absorb=absorb, **kwargs)
+
+    assert BUGS[bug_id].probe(make) is None
+    for other in MLA_BUGS:  # each fix is a correct MLA layer: every MLA probe passes it
+        assert BUGS[bug_id].probe(BUGS[other].fixed) is None
+
+
+@pytest.mark.parametrize("bug_id", MLA_BUGS)
+def test_mla_probes_catch_every_mla_bug(bug_id):
+    for other in MLA_BUGS:
+        assert BUGS[bug_id].probe(BUGS[other].buggy) is not None

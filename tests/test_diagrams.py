@@ -72,12 +72,12 @@ def test_sharing_diagram_uses_the_explorers_group_colours():
 
 
 def test_bug_map_numbers_every_bug_of_the_bug_hunt_once():
-    """bug_map.png marks each of notebook 10's kernel bugs (1-12), in BUGS order, with a numbered marker and a key
+    """bug_map.png marks each of notebook 11's kernel bugs (1-12), in BUGS order, with a numbered marker and a key
     line; the RoPE bugs (13+) strike in the rotation step, which the SDPA data flow does not draw."""
     from attn_core.exercises.bug_hunt import BUGS
 
     script = load_script()
-    kernel_bugs = [name for name in BUGS if not name.startswith("rope_")]
+    kernel_bugs = [name for name in BUGS if not name.startswith(("rope_", "mla_"))]
     assert kernel_bugs == list(BUGS)[:12]  # the map's numbers are the bug hunt's numbers
     assert len(script.BUG_MAP) == len(kernel_bugs) == 12
     fig = script.bug_map()

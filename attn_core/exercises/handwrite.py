@@ -1,4 +1,4 @@
-"""Checks for notebook 12 (hand-write it: SDPA, causal mask, MHA, GQA from a blank cell).
+"""Checks for notebook 13 (hand-write it: SDPA, causal mask, MHA, GQA from a blank cell).
 
 Interview-style exercises: the learner writes each piece from nothing and the check grades it
 against the ``attn_core`` references on several shapes. Each ``check_…`` prints one verdict
@@ -25,6 +25,8 @@ Wrong answers are matched against the usual mistakes so the message says *which*
   ``cls(hidden_dim, num_heads, rope_base=10000.0)`` with ``forward(x, cache=None)``, MHA + KV cache +
   RoPE; diagnoses rotated V, positions restarting at 0 in each decode step, the wrong pairing layout,
   keys rotated after caching, and the usual layer mistakes.
+- ``check_mla(cls)`` (in :mod:`attn_core.exercises.handwrite_mla`, importable from here): naive
+  multi-head latent attention with DeepSeek's parameter names and a latent KV cache.
 
 The checks clone every input they pass, so an answer that modifies its arguments in place is
 graded on its result alone.
@@ -45,7 +47,7 @@ from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask, padding_mask
 
-__all__ = ["check_sdpa", "check_causal_mask", "check_mha", "check_gqa", "check_rope_mha"]  # noqa: F822 (lazy, below)
+__all__ = ["check_sdpa", "check_causal_mask", "check_mha", "check_gqa", "check_rope_mha", "check_mla"]  # noqa: F822 (lazy, below)
 
 _F64 = torch.float64
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -666,4 +668,8 @@ def __getattr__(name: str):
         from attn_core.exercises.handwrite_rope import check_rope_mha
 
         return check_rope_mha
+    if name == "check_mla":
+        from attn_core.exercises.handwrite_mla import check_mla
+
+        return check_mla
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,5 +5,5 @@
 - ``rope``       a q/k pair rotating with its position, and the score against distance (notebook 06)
 - ``textpaths``  labels drawn as cached glyph outlines (what keeps grids fast to redraw)
 - ``tiles``      the tile-by-tile animation of tiled attention (notebook 08)
-- ``head_view``  every head of a real model on any sentence (notebook 09)
+- ``head_view``  every head of a real model on any sentence (notebook 10)
 """

@@ -305,7 +305,7 @@ class Explorer:
 
     def render(self, params: dict) -> tuple[Figure, str]:
         """The figure and its explanation line for ``params``: the one method a subclass replaces
-        to draw something else (the tiles of notebook 08, a real model's heads in 09)."""
+        to draw something else (the tiles of notebook 08, a real model's heads in 10)."""
         return render_attention(**params), explain_attention(**params)
 
     def update(self, change=None) -> None:
