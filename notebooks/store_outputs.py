@@ -4,9 +4,10 @@
     python notebooks/store_outputs.py notebooks/05_*.ipynb  # some of them
 
 Same as ``jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.record_timing=False``,
-plus one step: consecutive stream outputs of a cell are merged. A ``print`` can reach the notebook as
+plus two steps: consecutive stream outputs of a cell are merged (a ``print`` can reach the notebook as
 several stream outputs, depending on when the kernel flushed; nbval merges them before comparing, but
-GitHub and nbviewer show each piece as its own block.
+GitHub and nbviewer show each piece as its own block), and a cell tagged ``timing`` keeps no output
+(its numbers belong to the machine that ran it, not to the notebook).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def store_outputs(path: Path) -> float:
     seconds = time.perf_counter() - start
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            cell.outputs = merge_streams(cell.outputs)
+            timing = "timing" in cell.metadata.get("tags", [])
+            cell.outputs = [] if timing else merge_streams(cell.outputs)
     nbformat.write(notebook, path)
     return seconds
 

@@ -33,6 +33,7 @@ CORE_NOTEBOOKS = {
     "04_grouped_query_attention.ipynb": "gqa",
     "05_masks_and_dropout.ipynb": "masks",
     "06_rotary_position_embeddings.ipynb": "rope",
+    "09_multi_head_latent_attention.ipynb": "mla_cache",
 }
 
 OPEN_TIMEOUT_S = 120  # page load + kernel start; ~8 s on an idle 2-core machine
