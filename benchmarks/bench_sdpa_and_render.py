@@ -9,13 +9,14 @@
    processes load it, wall time does). Then the single map against the 8-head grids: a grid
    must stay within 2x a single map.
 
-Run: ``python benchmarks/bench_sdpa_and_render.py`` (about a minute on 2 cores).
+Run: ``python benchmarks/bench_sdpa_and_render.py`` (about a minute on 2 cores); ``--render-only`` skips part 1.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import sys
 import time
 
 import matplotlib
@@ -27,7 +28,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core.viz import rope, tiles, widgets  # noqa: E402
+from attn_core.viz import mla, rope, tiles, widgets  # noqa: E402
 
 
 def bench_kernels() -> None:
@@ -79,6 +80,7 @@ def bench_render() -> None:
     redraws["rope (06): D=128, 1024 distances"] = lambda: widgets.figure_png(
         rope.render_rope(q_position=100, k_position=3, pair=5, head_dim=128, max_distance=1024)
     )
+    redraws["mla cache (09): default view"] = lambda: widgets.figure_png(mla.render_mla_cache())
     wall, cpu = round_robin_medians(redraws, 20), round_robin_medians(redraws, 20, clock=time.process_time)
     print("| explorer view | wall (ms) | CPU (ms) |")
     print("|---|---:|---:|")
@@ -96,7 +98,8 @@ def main() -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} cores; python {platform.python_version()}; "
         f"torch {torch.__version__}; torch threads {torch.get_num_threads()}"
     )
-    bench_kernels()
+    if "--render-only" not in sys.argv:
+        bench_kernels()
     bench_render()
 
 
