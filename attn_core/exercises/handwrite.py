@@ -80,6 +80,19 @@ def _shape(value) -> str:
     return str(tuple(value.shape)) if isinstance(value, torch.Tensor) else type(value).__name__
 
 
+def _cache_growth_problem(cache, cached_before: int, new_tokens: int, where: str, update_hint: str) -> str | None:
+    """A decode step must append exactly its new tokens to the cache: say what went wrong, or None."""
+    grew = len(cache) - cached_before
+    if grew == new_tokens:
+        return None
+    if grew == 0:
+        return (
+            f"{where} your forward did not add this step's tokens to the cache (len(cache) stayed "
+            f"{cached_before}): {update_hint}."
+        )
+    return f"{where} the cache grew by {grew} tokens for {new_tokens} new ones: call cache.update once."
+
+
 def _pair(result, what: str) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, str | None]:
     if isinstance(result, (tuple, list)) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result):
         return (result[0], result[1]), None

@@ -247,14 +247,11 @@ def _step_problem(layer, ref, steps, step, cache, ref_cache, where) -> str | Non
     with torch.no_grad():
         expected_out, expected_w = ref(x, is_causal=True, cache=ref_cache)
     if cache is not None:
-        grew = len(cache) - cached_before
-        if grew != x.shape[1]:
-            if grew == 0:
-                return (
-                    f"{where} your forward did not add this step's tokens to the cache (len(cache) stayed "
-                    f"{cached_before}): latent_all, k_rope_all = cache.update(latent, k_rope)."
-                )
-            return f"{where} the cache grew by {grew} tokens for {x.shape[1]} new ones: call cache.update once."
+        problem = _hw._cache_growth_problem(
+            cache, cached_before, x.shape[1], where, "latent_all, k_rope_all = cache.update(latent, k_rope)"
+        )
+        if problem:
+            return problem
         problem = _cache_problem(cache, ref, x.shape[0], where)
         if problem:
             return problem

@@ -217,14 +217,11 @@ def _step_problem(layer, ref, steps, step, cache, ref_cache, base, where) -> str
     out, weights = pair
     expected_out, expected_w = _reference_steps(ref, [x], ref_cache)[0]
     if cache is not None:
-        grew = len(cache) - cached_before
-        if grew != x.shape[1]:
-            if grew == 0:
-                return (
-                    f"{where} your forward did not add this step's tokens to the cache (len(cache) stayed "
-                    f"{cached_before}): k_all, v_all = cache.update(k, v), then attend over k_all, v_all."
-                )
-            return f"{where} the cache grew by {grew} tokens for {x.shape[1]} new ones: call cache.update once."
+        problem = _hw._cache_growth_problem(
+            cache, cached_before, x.shape[1], where, "k_all, v_all = cache.update(k, v), then attend over k_all, v_all"
+        )
+        if problem:
+            return problem
     if out.shape != expected_out.shape:
         want = tuple(expected_out.shape)
         return f"{where} out should have shape (B, L, hidden_dim) = {want}, got {_hw._shape(out)}."

@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
-from attn_core.viz.widgets import Explorer
+from attn_core.viz.widgets import Explorer, merge_params
 
 __all__ = [
     "MLA_DEFAULTS",
@@ -57,10 +57,7 @@ _STYLE = {"description_width": "initial"}
 
 
 def _params(overrides: dict) -> dict:
-    unknown = set(overrides) - set(MLA_DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown parameter(s) {sorted(unknown)}; known: {sorted(MLA_DEFAULTS)}")
-    p = {**MLA_DEFAULTS, **overrides}
+    p = merge_params(MLA_DEFAULTS, overrides, what="")
     for key in ("num_layers", "num_heads", "head_dim", "num_kv_heads", "kv_lora_rank", "bytes_per_element"):
         if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < 1:
             raise ValueError(f"{key} must be a positive int, got {p[key]!r}.")

@@ -28,7 +28,7 @@ from matplotlib.patches import Arc, Circle, Rectangle
 
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 from attn_core.viz.textpaths import TextBatch, text_width
-from attn_core.viz.widgets import Explorer
+from attn_core.viz.widgets import Explorer, merge_params
 
 __all__ = [
     "ROPE_DEFAULTS",
@@ -62,10 +62,7 @@ _STYLE = {"description_width": "initial"}
 
 
 def _params(overrides: dict) -> dict:
-    unknown = set(overrides) - set(ROPE_DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown RoPE explorer parameter(s) {sorted(unknown)}; known: {sorted(ROPE_DEFAULTS)}.")
-    p = {**ROPE_DEFAULTS, **overrides}
+    p = merge_params(ROPE_DEFAULTS, overrides, "RoPE explorer")
     for name in ("q_position", "k_position", "pair", "seed"):
         if isinstance(p[name], bool) or not isinstance(p[name], (int, np.integer)) or p[name] < 0:
             raise ValueError(f"{name} must be an int >= 0, got {p[name]!r}.")

@@ -33,7 +33,7 @@ from matplotlib.patches import Rectangle
 from attn_core.masks import causal_mask
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 from attn_core.viz.textpaths import TextBatch, text_width
-from attn_core.viz.widgets import Explorer
+from attn_core.viz.widgets import Explorer, merge_params
 
 __all__ = [
     "TILE_DEFAULTS",
@@ -124,10 +124,7 @@ def _check_int(name: str, value, minimum: int) -> int:
 
 
 def _params(step, overrides: dict) -> dict:
-    unknown = set(overrides) - set(TILE_DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown tile explorer parameter(s) {sorted(unknown)}; known: {sorted(TILE_DEFAULTS)}.")
-    params = {**TILE_DEFAULTS, **overrides}
+    params = merge_params(TILE_DEFAULTS, overrides, "tile explorer")
     if step is not None:
         params["step"] = step
     for name in ("q_len", "k_len", "block_q", "block_k", "head_dim"):

@@ -75,11 +75,18 @@ DEFAULTS = dict(
 )
 
 
-def _params(overrides: dict) -> dict:
-    unknown = set(overrides) - set(DEFAULTS)
+def merge_params(defaults: dict, overrides: dict, what: str = "explorer") -> dict:
+    """``defaults`` updated by ``overrides``; an unknown name is a TypeError that lists the known ones."""
+    unknown = set(overrides) - set(defaults)
     if unknown:
-        raise TypeError(f"unknown explorer parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}.")
-    params = {**DEFAULTS, **overrides}
+        raise TypeError(
+            f"unknown {what + ' ' if what else ''}parameter(s) {sorted(unknown)}; known: {sorted(defaults)}."
+        )
+    return {**defaults, **overrides}
+
+
+def _params(overrides: dict) -> dict:
+    params = merge_params(DEFAULTS, overrides)
     if params["num_kv_heads"] is None:
         params["num_kv_heads"] = params["num_heads"]
     return params
