@@ -35,6 +35,13 @@ class GroupedQueryAttention(nn.Module):
     Hugging Face / Llama "rotate half" layout (pairs ``(i, i + head_dim/2)``): q and k (never v) are
     rotated after the head split and before keys go into the cache, as in ``LlamaAttention``.
 
+    What 2025 decoders add (Gemma 3, Qwen 3, OLMo 2), each off by default:
+    ``qk_norm=True`` RMS-normalises every query and key head over ``head_dim`` (learned weight, eps 1e-6)
+    before RoPE, which keeps the logits from growing during training; ``scale`` replaces
+    ``1/sqrt(head_dim)`` (Gemma's ``query_pre_attn_scalar ** -0.5``); ``sliding_window=W`` lets each
+    query see its ``W`` most recent keys, itself included (causal; ``ac.sliding_window_mask``), with or
+    without a cache (pair it with ``KVCache(window=W)`` to also bound the cache).
+
     ``forward(x, context=None, mask=None, *, is_causal=False, cache=None, positions=None)``:
         x ``(B, Lq, hidden_dim)``; context ``(B, Lk, hidden_dim)`` for cross-attention
         (keys/values from ``context``); mask boolean, True = may attend, broadcastable to
@@ -42,6 +49,11 @@ class GroupedQueryAttention(nn.Module):
         keys/values to and attends over (a cache belongs to one layer: it is bound on first use).
         Returns ``(out (B, Lq, hidden_dim), weights (B, num_heads, Lq, Lk))``; dropout hits the
         weights in training mode only.
+        ``seq_id`` picks one sequence of a paged cache (``cache=ac.PagedKVCache(...)``): the layer
+        attends over ``cache.sequence(seq_id)``, which behaves like a KVCache of batch 1.
+        With a window (the layer's ``sliding_window`` or the cache's ``window``) the mask is built from
+        token indices: query ``len(cache) + i`` sees the keys at indices ``j <= len(cache) + i`` within the
+        window (a window implies causal attention, so ``is_causal`` changes nothing there).
         ``positions`` (RoPE layers only) integer positions of the ``Lq`` new tokens, ``(Lq,)`` or ``(B, Lq)``
         (per sequence, e.g. a left-padded batch); None means ``0 .. Lq-1`` continuing after the
         ``len(cache)`` tokens already cached, so token-by-token decoding equals one full pass.
@@ -56,6 +68,9 @@ class GroupedQueryAttention(nn.Module):
         *,
         head_dim: int | None = None,
         rope_base: float | None = None,
+        qk_norm: bool = False,
+        scale: float | None = None,
+        sliding_window: int | None = None,
         dropout: float = 0.0,
         bias: bool = True,
     ):
@@ -91,22 +106,46 @@ class GroupedQueryAttention(nn.Module):
                     f"rope_base needs an even head_dim (RoPE rotates pairs of features), got head_dim={head_dim}. "
                     "Pass an even head_dim=, or leave rope_base=None."
                 )
+        if sliding_window is not None and (
+            isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 1
+        ):
+            raise ValueError(
+                f"sliding_window must be None or an int >= 1 (keys each query sees), got {sliding_window!r}."
+            )
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0):
+            raise ValueError(f"scale must be None (1/sqrt(head_dim)) or a positive number, got {scale!r}.")
+        if not isinstance(qk_norm, bool):
+            raise TypeError(f"qk_norm must be True or False, got {qk_norm!r}.")
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim  # need not equal hidden_dim / num_heads (Gemma-7B: 16 heads x 256 on hidden 3072)
         self.rope_base = rope_base  # None: no positions; else RoPE's base (rotate-half layout)
+        self.scale = scale  # None: 1/sqrt(head_dim)
+        self.sliding_window = sliding_window  # None: every earlier key; W: the last W keys
         self.dropout = dropout
         self.q_proj = nn.Linear(hidden_dim, num_heads * head_dim, bias=bias)  # hidden -> H * head_dim
         self.k_proj = nn.Linear(hidden_dim, num_kv_heads * head_dim, bias=bias)  # hidden -> Hkv * head_dim
         self.v_proj = nn.Linear(hidden_dim, num_kv_heads * head_dim, bias=bias)  # hidden -> Hkv * head_dim
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_dim, bias=bias)  # H * head_dim -> hidden
+        # QK-norm: one RMSNorm over head_dim, shared by every head (Gemma 3, Qwen 3); before RoPE.
+        self.q_norm = nn.RMSNorm(head_dim, eps=1e-6) if qk_norm else None
+        self.k_norm = nn.RMSNorm(head_dim, eps=1e-6) if qk_norm else None
 
     def extra_repr(self) -> str:
-        rope = "" if self.rope_base is None else f", rope_base={self.rope_base}"
+        extras = "".join(
+            f", {name}={value}"
+            for name, value in (
+                ("rope_base", self.rope_base),
+                ("scale", self.scale),
+                ("sliding_window", self.sliding_window),
+            )
+            if value is not None
+        )
+        extras += ", qk_norm=True" if self.q_norm is not None else ""
         return (
             f"hidden_dim={self.hidden_dim}, num_heads={self.num_heads}, "
-            f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}{rope}, dropout={self.dropout}"
+            f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}{extras}, dropout={self.dropout}"
         )
 
     def _check_input(self, name: str, t: torch.Tensor) -> None:
@@ -130,8 +169,16 @@ class GroupedQueryAttention(nn.Module):
         is_causal: bool = False,
         cache: KVCache | None = None,
         positions: torch.Tensor | None = None,
+        seq_id: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         self._check_input("x", x)
+        if seq_id is not None:
+            if cache is None or not hasattr(cache, "sequence"):
+                raise ValueError(
+                    f"seq_id={seq_id!r} picks a sequence of a paged cache, but cache is {type(cache).__name__}. "
+                    "Pass cache=ac.PagedKVCache(...), or drop seq_id= for a KVCache."
+                )
+            cache = cache.sequence(seq_id)  # behaves like a KVCache of batch 1
         source = x if context is None else context
         if self.rope_base is None and positions is not None:
             raise ValueError(
@@ -150,6 +197,11 @@ class GroupedQueryAttention(nn.Module):
                 raise ValueError(
                     f"x and context must have the same batch size, got {x.shape[0]} and {context.shape[0]}."
                 )
+            if self.sliding_window is not None:
+                raise ValueError(
+                    "sliding_window is a causal window over one sequence (self-attention); this layer was given "
+                    "context= (cross-attention). Use a layer with sliding_window=None for cross-attention."
+                )
             if cache is not None:
                 raise ValueError(
                     "cache= appends this call's keys/values, which for cross-attention would re-append the "
@@ -160,6 +212,9 @@ class GroupedQueryAttention(nn.Module):
         q = self._split_heads(self.q_proj(x), self.num_heads)  # (B, H, Lq, head_dim)
         k = self._split_heads(self.k_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         v = self._split_heads(self.v_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)  # (B, H, Lq, head_dim), (B, Hkv, Lk, head_dim): RMS over head_dim
+        start = len(cache) if cache is not None else 0  # index of the first new token
         if self.rope_base is not None:
             positions = self._rope_positions(positions, batch, q_len, cache, x.device)  # (Lq,) or (B, 1, Lq)
             q = apply_rope(q, positions, base=self.rope_base)  # (B, H, Lq, head_dim), rotate-half layout
@@ -167,12 +222,36 @@ class GroupedQueryAttention(nn.Module):
         if cache is not None:
             cache.bind(self)  # one cache per layer: a cache fed by two layers would mix their keys
             k, v = cache.update(k, v)  # (B, Hkv, T, head_dim): everything cached so far
+        window = self._window_mask(cache, start, q_len, k.shape[-2], x.device)  # (Lq, T) or None
+        if window is not None:
+            mask, is_causal = (window if mask is None else mask & window), False  # the window is causal
 
         dropout_p = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal, dropout_p=dropout_p)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask, is_causal=is_causal, scale=self.scale, dropout_p=dropout_p
+        )
         # out (B, H, Lq, head_dim), weights (B, H, Lq, Lk)
         out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.head_dim)  # (B, Lq, H * head_dim)
         return self.o_proj(out), weights  # (B, Lq, hidden), (B, H, Lq, Lk)
+
+    def _window_mask(
+        self, cache: KVCache | None, start: int, q_len: int, k_len: int, device: torch.device
+    ) -> torch.Tensor | None:
+        """Boolean ``(Lq, Lk)``: which keys each query sees under the layer's and the cache's windows."""
+        cache_window = getattr(cache, "window", None)
+        if self.sliding_window is None and cache_window is None:
+            return None
+        query_index = torch.arange(start, start + q_len, device=device)  # (Lq,)
+        key_index = getattr(cache, "key_positions", None)  # (Lk,) when a ring buffer's slots are out of order
+        if key_index is None:  # keys are the last Lk tokens, in order (bottom-right aligned)
+            key_index = torch.arange(start + q_len - k_len, start + q_len, device=device)  # (Lk,)
+        distance = query_index.unsqueeze(-1) - key_index.to(device)  # (Lq, Lk): how far back each key is
+        visible = distance >= 0  # (Lq, Lk) causal
+        if self.sliding_window is not None:
+            visible &= distance < self.sliding_window  # the W most recent keys, the query's own included
+        if cache_window is not None:  # what a KVCache(window, num_sinks) keeps: the last W, and the sinks
+            visible &= (distance < cache_window) | (key_index.to(device) < cache.num_sinks)
+        return visible
 
     def _rope_positions(
         self, positions: torch.Tensor | None, batch: int, q_len: int, cache: KVCache | None, device: torch.device
@@ -202,11 +281,23 @@ class MultiHeadAttention(GroupedQueryAttention):
         *,
         head_dim: int | None = None,
         rope_base: float | None = None,
+        qk_norm: bool = False,
+        scale: float | None = None,
+        sliding_window: int | None = None,
         dropout: float = 0.0,
         bias: bool = True,
     ):
         super().__init__(
-            hidden_dim, num_heads, num_heads, head_dim=head_dim, rope_base=rope_base, dropout=dropout, bias=bias
+            hidden_dim,
+            num_heads,
+            num_heads,
+            head_dim=head_dim,
+            rope_base=rope_base,
+            qk_norm=qk_norm,
+            scale=scale,
+            sliding_window=sliding_window,
+            dropout=dropout,
+            bias=bias,
         )
 
 
@@ -221,7 +312,21 @@ class MultiQueryAttention(GroupedQueryAttention):
         *,
         head_dim: int | None = None,
         rope_base: float | None = None,
+        qk_norm: bool = False,
+        scale: float | None = None,
+        sliding_window: int | None = None,
         dropout: float = 0.0,
         bias: bool = True,
     ):
-        super().__init__(hidden_dim, num_heads, 1, head_dim=head_dim, rope_base=rope_base, dropout=dropout, bias=bias)
+        super().__init__(
+            hidden_dim,
+            num_heads,
+            1,
+            head_dim=head_dim,
+            rope_base=rope_base,
+            qk_norm=qk_norm,
+            scale=scale,
+            sliding_window=sliding_window,
+            dropout=dropout,
+            bias=bias,
+        )

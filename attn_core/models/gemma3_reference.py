@@ -1,0 +1,98 @@
+"""The reference: Hugging Face's ``Gemma3ForCausalLM`` holding the same weights as our :class:`Gemma3`.
+
+``transformers`` can load the GGUF itself (``from_pretrained(dir, gguf_file=..., attn_implementation="eager")``),
+but that parses and dequantizes the file again (about 45 s here). ``hugging_face_gemma3(lm)`` builds the
+same Hugging Face module from our already-converted tensors in about a second; ``tests/test_gemma3.py``
+checks that both routes give Hugging Face identical weights, so comparisons with either are the same.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attn_core.models.gemma3 import Gemma3
+from attn_core.models.gemma3_convert import BLOCK_NAMES
+
+__all__ = ["hugging_face_config", "hugging_face_state_dict", "hugging_face_gemma3"]
+
+# our per-block names -> Hugging Face's (under model.layers.{i}.)
+HF_BLOCK_NAMES = {
+    "attention.q_proj": "self_attn.q_proj",
+    "attention.k_proj": "self_attn.k_proj",
+    "attention.v_proj": "self_attn.v_proj",
+    "attention.o_proj": "self_attn.o_proj",
+    "attention.q_norm": "self_attn.q_norm",
+    "attention.k_norm": "self_attn.k_norm",
+    "input_norm": "input_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "pre_ffn_norm": "pre_feedforward_layernorm",
+    "post_ffn_norm": "post_feedforward_layernorm",
+    "gate": "mlp.gate_proj",
+    "up": "mlp.up_proj",
+    "down": "mlp.down_proj",
+}
+assert set(HF_BLOCK_NAMES) == set(BLOCK_NAMES.values())  # noqa: S101 (import-time consistency of two tables)
+
+
+def hugging_face_config(lm: Gemma3):
+    """A ``Gemma3TextConfig`` with our config's numbers (eager attention: the weights can be returned)."""
+    from transformers import Gemma3TextConfig
+
+    c = lm.config
+    return Gemma3TextConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.hidden_dim,
+        intermediate_size=c.ffn_dim,
+        num_hidden_layers=c.num_layers,
+        num_attention_heads=c.num_heads,
+        num_key_value_heads=c.num_kv_heads,
+        head_dim=c.head_dim,
+        sliding_window=c.sliding_window,
+        layer_types=["full_attention" if c.is_global(i) else "sliding_attention" for i in range(c.num_layers)],
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": c.rope_base_global},
+            "sliding_attention": {"rope_type": "default", "rope_theta": c.rope_base_local},
+        },
+        query_pre_attn_scalar=int(c.query_pre_attn_scalar),
+        rms_norm_eps=c.rms_norm_eps,
+        max_position_embeddings=32768,
+        bos_token_id=c.bos_token_id,
+        eos_token_id=c.eos_token_id,
+        pad_token_id=c.pad_token_id,
+        tie_word_embeddings=True,
+        attn_implementation="eager",
+    )
+
+
+def hugging_face_state_dict(lm: Gemma3) -> dict[str, torch.Tensor]:
+    """Our weights under Hugging Face's names. Its RMSNorms multiply by ``1 + weight``: subtract the 1."""
+    state = {}
+    for name, tensor in lm.state_dict().items():
+        if name == "embed.weight":
+            state["model.embed_tokens.weight"] = tensor
+            continue
+        if name == "final_norm.weight":
+            state["model.norm.weight"] = tensor - 1
+            continue
+        _, index, *rest = name.split(".")  # layers.{i}.<module>.weight
+        module, leaf = ".".join(rest[:-1]), rest[-1]
+        value = tensor - 1 if module.endswith("norm") else tensor
+        state[f"model.layers.{index}.{HF_BLOCK_NAMES[module]}.{leaf}"] = value
+    return state
+
+
+def hugging_face_gemma3(lm: Gemma3):
+    """``transformers.Gemma3ForCausalLM`` (eager attention, eval mode) with ``lm``'s weights and dtype."""
+    from transformers import Gemma3ForCausalLM
+
+    dtype = lm.embed.weight.dtype
+    with torch.device("meta"):
+        model = Gemma3ForCausalLM(hugging_face_config(lm))
+    state = hugging_face_state_dict(lm)
+    state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied
+    model.load_state_dict(state, assign=True, strict=False)
+    # Buffers made on the meta device hold no values: rebuild the rotary tables and the embedding scale.
+    model.model.rotary_emb = type(model.model.rotary_emb)(model.config)
+    model.model.embed_tokens.embed_scale = torch.tensor(lm.config.hidden_dim**0.5)
+    model.tie_weights()
+    return model.to(dtype).eval()
