@@ -18,6 +18,9 @@ import torch
 
 __all__ = ["KVCache"]
 
+# Position recorded for an empty ring slot: far in the future, so a causal mask never lets a query see it.
+EMPTY = 2**62
+
 
 class KVCache:
     """Buffer of keys ``(B, Hkv, T, D)`` and values ``(B, Hkv, T, Dv)`` for one attention layer.
@@ -28,6 +31,8 @@ class KVCache:
     sliding-window mask (``ac.sliding_window_mask(L, W)``) over the full sequence when ``num_sinks=0``,
     whatever the chunking. Positions policy: a cached token keeps its original position (keys are
     cached after RoPE, as in every layer here); nothing is re-indexed when older tokens are evicted.
+    ``max_rollback=R`` keeps ``R`` more slots so that ``truncate`` can undo up to ``R`` tokens after the
+    ring has wrapped (speculative decoding); those extra tokens are held but never attended to.
 
     ``len(cache)`` is the number of tokens appended so far (the next token's position; with a
     window more than the cache holds: ``cache.num_cached``); ``cache.nbytes`` counts the cached
@@ -50,7 +55,9 @@ class KVCache:
     whatever the capacity. Decode under ``torch.no_grad()`` to keep appends in place.
     """
 
-    def __init__(self, window: int | None = None, num_sinks: int = 0, *, initial_capacity: int = 16) -> None:
+    def __init__(
+        self, window: int | None = None, num_sinks: int = 0, *, initial_capacity: int = 16, max_rollback: int = 0
+    ) -> None:
         if isinstance(initial_capacity, bool) or not isinstance(initial_capacity, int) or initial_capacity < 1:
             raise ValueError(f"initial_capacity must be an int >= 1, got {initial_capacity!r}.")
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
@@ -65,13 +72,19 @@ class KVCache:
                 f"num_sinks={num_sinks} only matters with a window: without one every token is kept anyway. "
                 "Pass window=W as well (e.g. KVCache(window=512, num_sinks=4))."
             )
+        if isinstance(max_rollback, bool) or not isinstance(max_rollback, int) or max_rollback < 0:
+            raise ValueError(f"max_rollback must be an int >= 0, got {max_rollback!r}.")
         self.window = window
         self.num_sinks = num_sinks
+        # A window cache also keeps the `max_rollback` tokens just older than the window (never attended to),
+        # so truncate() can take back up to that many tokens (speculative decoding's rejected drafts).
+        self.max_rollback = max_rollback if window is not None else 0
+        self._wrapped = False  # a position >= the ring's slot count was written: slots are out of order
         self.initial_capacity = initial_capacity
         self._keys: torch.Tensor | None = None  # (B, Hkv, capacity, D); with a window: the ring's slots
         self._values: torch.Tensor | None = None  # (B, Hkv, capacity, Dv)
         self._length = 0  # tokens appended so far
-        self._positions: torch.Tensor | None = None  # (slots,) position held by each ring slot (window only)
+        self._positions: torch.Tensor | None = None  # (slots,) position held by each ring slot; EMPTY if none
         self.key_positions: torch.Tensor | None = None  # positions of the keys the last update returned
         self._owner: weakref.ref | int | None = None  # a weakref to the owning layer (its id() if it has none)
         self._owner_type = ""
@@ -92,7 +105,13 @@ class KVCache:
     @property
     def num_cached(self) -> int:
         """Tokens held now: ``len(cache)``, or at most ``num_sinks + window`` with a window."""
-        return self._length if self.window is None else min(self._length, self.num_sinks + self.window)
+        if self.window is None or not self._wrapped:
+            return self._length if self.window is None else min(self._length, self._slots)
+        return int((self._positions < self._length).sum())
+
+    @property
+    def _slots(self) -> int:
+        return self.num_sinks + self.window + self.max_rollback
 
     def bind(self, owner: object) -> None:
         """Record ``owner`` (the layer using this cache) on the first call; raise ValueError
@@ -136,9 +155,9 @@ class KVCache:
         return self._positions[self._ordered_slots()]  # (T,)
 
     def _ordered_slots(self) -> slice | torch.Tensor:
-        if self.window is None or self._length <= self._keys.shape[-2]:
-            return slice(0, self.num_cached)  # never wrapped: slots are positions
-        return torch.argsort(self._positions)  # (slots,)
+        if not self._wrapped:
+            return slice(0, self.num_cached)  # slots are positions
+        return torch.argsort(self._positions)[: self.num_cached]  # (T,): empty slots sort last
 
     @property
     def nbytes(self) -> int:
@@ -154,18 +173,24 @@ class KVCache:
         A window cache can only roll back while it has not evicted a token the shorter sequence needs."""
         if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self._length:
             raise ValueError(f"length must be an int in [0, {self._length}] (tokens cached), got {length!r}.")
-        if self.window is not None and length < self._length and self._length > self.num_sinks + self.window:
-            raise ValueError(
-                f"this window cache has evicted tokens (it holds {self.num_cached} of {self._length}), so rolling "
-                f"back to {length} would need tokens it no longer has. Truncate before it wraps, or use a cache "
-                "without a window."
-            )
+        if self._wrapped and length < self._length:
+            # The next query (position `length`) needs every key in its window; were they all kept?
+            needed = torch.arange(max(self.num_sinks, length - self.window + 1), length, device=self._positions.device)
+            if not torch.isin(needed, self._positions).all():
+                raise ValueError(
+                    f"rolling back to {length} tokens needs the keys at positions {int(needed[0])}..{length - 1}, but "
+                    f"this window cache (window={self.window}, max_rollback={self.max_rollback}) has already "
+                    f"evicted some of them; it holds {self.num_cached} of {self._length} tokens. Build it with "
+                    "KVCache(window, max_rollback=...) at least as large as the longest rollback."
+                )
+        if self._positions is not None:
+            self._positions.masked_fill_(self._positions >= length, EMPTY)  # forget the rolled-back tokens
         self._length = length
 
     def reset(self) -> None:
         """Forget every cached token (keeps nothing allocated; the owner stays bound)."""
         self._keys = self._values = self._positions = self.key_positions = None
-        self._length = 0
+        self._length, self._wrapped = 0, False
 
     def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append ``keys (B, Hkv, n, D)`` and ``values (B, Hkv, n, Dv)``; return all cached so far."""
@@ -202,41 +227,48 @@ class KVCache:
         return self.keys, self.values
 
     def _update_window(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Ring-buffer append: sinks in slots ``0 .. S-1``, position ``p >= S`` in slot ``S + (p - S) % W``."""
-        sinks, slots, new, start = self.num_sinks, self.num_sinks + self.window, keys.shape[-2], self._length
+        """Ring-buffer append: sinks in slots ``0 .. S-1``, position ``p >= S`` in slot ``S + (p - S) % R``
+        (``R = window + max_rollback``), so a new token overwrites the oldest one outside the sinks."""
+        sinks, slots, new, start = self.num_sinks, self._slots, keys.shape[-2], self._length
         if self._keys is None:
-            self._keys = keys.new_empty(*keys.shape[:2], slots, keys.shape[-1])  # (B, Hkv, S + W, D)
-            self._values = values.new_empty(*values.shape[:2], slots, values.shape[-1])  # (B, Hkv, S + W, Dv)
-            self._positions = torch.full((slots,), -1, dtype=torch.long, device=keys.device)  # (S + W,)
+            self._keys = keys.new_empty(*keys.shape[:2], slots, keys.shape[-1])  # (B, Hkv, slots, D)
+            self._values = values.new_empty(*values.shape[:2], slots, values.shape[-1])  # (B, Hkv, slots, Dv)
+            self._positions = torch.full((slots,), EMPTY, dtype=torch.long, device=keys.device)  # (slots,)
         else:
             self._check_matches(keys, values)
             if keys.requires_grad or values.requires_grad or self._keys.requires_grad or self._values.requires_grad:
                 self._keys, self._values = self._keys.clone(), self._values.clone()  # see the class docstring
         end = start + new
         positions = torch.arange(start, end, device=keys.device)  # (n,)
-        if end <= slots:  # not full yet: slots are positions, a plain append
-            self._keys[:, :, start:end], self._values[:, :, start:end] = keys, values
-            self._positions[start:end] = positions
-            self._length, self.key_positions = end, None
+        if new > 1 and (self._wrapped or end > slots):
+            # The early new tokens still need keys that the later ones evict: attend over
+            # (what is held) + (the new tokens), a copy of O(slots + n), then store what the ring keeps.
+            held = self._ordered_slots()
+            returned = (
+                torch.cat([self._keys[:, :, held], keys], dim=-2),  # (B, Hkv, T, D)
+                torch.cat([self._values[:, :, held], values], dim=-2),  # (B, Hkv, T, Dv)
+            )
+            self.key_positions = torch.cat([self._positions[held], positions])  # (T,)
+            keep = (positions < sinks) | (positions >= end - (slots - sinks))  # (n,): what the ring can hold
+            keys, values, positions = keys[:, :, keep], values[:, :, keep], positions[keep]  # (B, Hkv, m, D)
+        else:
+            returned = None
+        ring = sinks + (positions - sinks) % (slots - sinks)  # (m,) slot of each position >= sinks
+        slot = torch.where(positions < sinks, positions, ring)  # (m,), distinct slots
+        if new == 1:  # a decode step: an index write, no copy (a Python int keeps it cheap)
+            slot = int(slot)
+            self._keys[:, :, slot], self._values[:, :, slot] = keys[:, :, 0], values[:, :, 0]
+        else:
+            self._keys[:, :, slot], self._values[:, :, slot] = keys, values
+        self._positions[slot] = positions
+        self._length, self._wrapped = end, self._wrapped or end > slots
+        if returned is not None:
+            return returned
+        if not self._wrapped:  # slots are positions 0 .. end-1, in order: views, no copy
+            self.key_positions = None
             return self._keys[:, :, :end], self._values[:, :, :end]  # (B, Hkv, T, D), (B, Hkv, T, Dv)
-        if new == 1:  # a decode step on a full ring: overwrite the oldest non-sink slot, copy nothing
-            slot = sinks + (start - sinks) % self.window
-            self._keys[:, :, slot : slot + 1], self._values[:, :, slot : slot + 1] = keys, values
-            self._positions[slot] = start
-            self._length, self.key_positions = end, self._positions
-            return self._keys, self._values  # (B, Hkv, S + W, D), (B, Hkv, S + W, Dv), slots out of order
-        # Several new tokens: the early ones still need keys the later ones evict, so attend over
-        # (what is held) + (the new tokens), a copy of O(S + W + n), then keep what the ring can hold.
-        held_k, held_v = (self.keys, self.values) if start else (keys[:, :, :0], values[:, :, :0])
-        all_k, all_v = torch.cat([held_k, keys], dim=-2), torch.cat([held_v, values], dim=-2)  # (B, Hkv, T, D)
-        all_positions = torch.cat([self.positions.to(keys.device) if start else positions[:0], positions])  # (T,)
-        keep = (positions < sinks) | (positions >= end - self.window)  # (n,): sinks and the last W tokens
-        kept = positions[keep]  # (m,)
-        slot = torch.where(kept < sinks, kept, sinks + (kept - sinks) % self.window)  # (m,), distinct slots
-        self._keys[:, :, slot], self._values[:, :, slot] = keys[:, :, keep], values[:, :, keep]
-        self._positions[slot] = kept
-        self._length, self.key_positions = end, all_positions
-        return all_k, all_v
+        self.key_positions = self._positions  # (slots,): out of order; EMPTY slots sit in the future
+        return self._keys, self._values  # (B, Hkv, slots, D), (B, Hkv, slots, Dv)
 
     def _check_matches(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         expected_k = (*self._keys.shape[:2], "n", self._keys.shape[-1])

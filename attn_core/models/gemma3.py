@@ -112,10 +112,13 @@ class Gemma3(nn.Module):
         self.layers = nn.ModuleList(Gemma3Block(config, i) for i in range(config.num_layers))
         self.final_norm = nn.RMSNorm(config.hidden_dim, eps=config.rms_norm_eps)
 
-    def new_caches(self) -> list[KVCache]:
-        """One KVCache per layer: local layers keep only their window, global layers keep every token."""
+    def new_caches(self, *, max_rollback: int = 0) -> list[KVCache]:
+        """One KVCache per layer: local layers keep only their window (plus ``max_rollback`` spare tokens, so
+        ``truncate`` can undo that many: speculative decoding), global layers keep every token."""
         window = self.config.sliding_window
-        return [KVCache() if block.is_global else KVCache(window=window) for block in self.layers]
+        return [
+            KVCache() if block.is_global else KVCache(window=window, max_rollback=max_rollback) for block in self.layers
+        ]
 
     def forward(
         self,
