@@ -4,7 +4,7 @@ Writes three PNGs (default: next to this script), with matplotlib alone, offline
 byte-for-byte reproducible:
 
 - ``sdpa_dataflow.png``        Q, K, V -> QKᵀ -> scale -> mask -> softmax -> dropout -> ·V
-- ``bug_map.png``              the same data flow with notebook 11's twelve bugs numbered where they strike
+- ``bug_map.png``              the same data flow with notebook 14's twelve bugs numbered where they strike
 - ``mha_mqa_gqa_sharing.png``  which query heads share which K/V heads in MHA, GQA, MQA
 
 Query heads are coloured with ``attn_core.viz.plotting.group_colors``, so the diagram
@@ -126,7 +126,7 @@ def sdpa_dataflow() -> Figure:
     return fig
 
 
-# Notebook 11's bugs (attn_core.exercises.bug_hunt.BUGS, in order): where each strikes, and how.
+# Notebook 14's bugs (attn_core.exercises.bug_hunt.BUGS, in order): where each strikes, and how.
 BUG_MAP = [
     ("scale", (-0.55, 0.75), "scaled by √d_model, not √d_k (the head size)"),
     ("V", (-0.95, 0.0), "V computed with k_proj (copy-paste)"),
@@ -155,7 +155,7 @@ def bug_map() -> Figure:
     for number, (name, (dx, dy), _) in enumerate(BUG_MAP, start=1):
         x, y = where[name]
         bug_marker(ax, x + dx, y + dy, number)
-    ax.text(0.25, 8.4, "Where the kernel bugs of notebook 11 strike", ha="left", va="top", fontsize=FONT * 1.2,
+    ax.text(0.25, 8.4, "Where the kernel bugs of notebook 14 strike", ha="left", va="top", fontsize=FONT * 1.2,
             weight="bold", color=INK)  # fmt: skip
     ax.plot([0.25, 16.65], [2.75, 2.75], color="#cccccc", lw=1)
     for number, (_, _, text) in enumerate(BUG_MAP, start=1):

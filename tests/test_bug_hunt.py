@@ -1,4 +1,4 @@
-"""Notebook 11 (bug hunt): every planted bug is caught by its probe, and its fix passes."""
+"""Notebook 14 (bug hunt): every planted bug is caught by its probe, and its fix passes."""
 
 import math
 import re

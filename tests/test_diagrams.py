@@ -72,7 +72,7 @@ def test_sharing_diagram_uses_the_explorers_group_colours():
 
 
 def test_bug_map_numbers_every_bug_of_the_bug_hunt_once():
-    """bug_map.png marks each of notebook 11's kernel bugs (1-12), in BUGS order, with a numbered marker and a key
+    """bug_map.png marks each of notebook 14's kernel bugs (1-12), in BUGS order, with a numbered marker and a key
     line; the RoPE bugs (13+) strike in the rotation step, which the SDPA data flow does not draw."""
     from attn_core.exercises.bug_hunt import BUGS
 

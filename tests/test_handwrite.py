@@ -1,4 +1,4 @@
-"""The notebook 13 checkers accept a hand-written answer and diagnose each usual wrong one."""
+"""The notebook 16 checkers accept a hand-written answer and diagnose each usual wrong one."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""check_mla (notebook 13's MLA drill): stub, solution, correct variants, each diagnosed mistake, junk."""
+"""check_mla (notebook 16's MLA drill): stub, solution, correct variants, each diagnosed mistake, junk."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Keras 3 (torch backend) counterpart of attn_core: weight porting and mask conventions (notebook 12).
+"""Keras 3 (torch backend) counterpart of attn_core: weight porting and mask conventions (notebook 15).
 
 ``keras.layers.MultiHeadAttention`` keeps the head axis in its kernels: query/key/value ``(D, H, d_k)``
 with biases ``(H, d_k)``, output ``(H, d_k, D)`` with bias ``(D,)``. Flattening the head axes and
@@ -205,7 +205,7 @@ def test_tf_tutorial_sdpa_with_converted_mask_matches_attn_core_and_keras():
 
 
 def test_dense_created_per_call_is_not_deterministic_and_layer_owned_dense_is():
-    """The TensorFlow MHA bug of notebook 12: Dense(d_model) built inside the function draws fresh weights."""
+    """The TensorFlow MHA bug of notebook 15: Dense(d_model) built inside the function draws fresh weights."""
     keras.utils.set_random_seed(0)
     x = torch.randn(2, 3, 8)
     with torch.no_grad():

@@ -1,4 +1,4 @@
-"""Notebook 11 (bug hunt): attention implementations with one planted bug each.
+"""Notebook 14 (bug hunt): attention implementations with one planted bug each.
 
 The catalogue :data:`BUGS` maps a bug id to a :class:`Bug`: the story (where the bug comes
 from), the buggy implementation, a hint, the reference fix, and a ``probe`` that runs an
@@ -20,12 +20,12 @@ Two interfaces, one per kind of bug:
   ``forward(x, mask=None) -> (out (B, L, hidden), weights (B, H, L, L))``, where ``mask`` is
   one boolean mask per sequence, ``(B, L, L)`` or ``(L, L)``, shared by every head.
 * RoPE (bugs 13-15): a layer ``Layer(hidden_dim, num_heads, rope_base=10000.0)`` with
-  ``forward(x, cache=None)``, causal, q and k rotated by ``apply_rope``; graded like notebook 13's
+  ``forward(x, cache=None)``, causal, q and k rotated by ``apply_rope``; graded like notebook 16's
   ``check_rope_mha`` (a full pass, then prefill + decode steps through an ``ac.KVCache``); and a
   function ``rotary(x, positions, base=10000.0)`` graded against ``ac.apply_rope``.
 * MLA (bugs 16-18): a layer ``Layer(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim,
   qk_rope_head_dim, v_head_dim, rope_base=10000.0)`` with DeepSeek's parameter names and
-  ``forward(x, cache=None)``, causal; graded like notebook 13's ``check_mla`` against
+  ``forward(x, cache=None)``, causal; graded like notebook 16's ``check_mla`` against
   ``ac.MultiHeadLatentAttention`` (the cache must hold the latent and the shared rotated key).
 """
 
@@ -1032,7 +1032,7 @@ def _mask_probe(impl: Callable) -> str | None:
 
 def _rope_layer_probe(impl: Callable) -> str | None:
     """A RoPE layer ``(hidden_dim, num_heads, rope_base=...)`` against ``ac.MultiHeadAttention(rope_base=...)``:
-    one full pass, then a prefill and one-token decode steps through a KV cache (notebook 13's check)."""
+    one full pass, then a prefill and one-token decode steps through a KV cache (notebook 16's check)."""
     generator = torch.Generator().manual_seed(11)
     for seed, (hidden_dim, num_heads, base) in enumerate(_ROPE_CONFIGS):
         problem, _ = _rope_config_problem(impl, hidden_dim, num_heads, base, seed, generator)
@@ -1075,7 +1075,7 @@ def _rotary_probe(impl: Callable) -> str | None:
 
 
 def _mla_layer_probe(impl: Callable) -> str | None:
-    """An MLA layer against ``ac.MultiHeadLatentAttention`` (notebook 13's ``check_mla``): a full pass, then a
+    """An MLA layer against ``ac.MultiHeadLatentAttention`` (notebook 16's ``check_mla``): a full pass, then a
     prefill and one-token decode steps through a KV cache that must hold the latent and the shared rope key."""
     generator = torch.Generator().manual_seed(13)
     for seed, config in enumerate(_MLA_CONFIGS):

@@ -1,4 +1,4 @@
-"""Checks for notebook 13 (hand-write it: SDPA, causal mask, MHA, GQA from a blank cell).
+"""Checks for notebook 16 (hand-write it: SDPA, causal mask, MHA, GQA from a blank cell).
 
 Interview-style exercises: the learner writes each piece from nothing and the check grades it
 against the ``attn_core`` references on several shapes. Each ``check_…`` prints one verdict

@@ -1,4 +1,4 @@
-"""Check for notebook 13 (hand-write it): multi-head latent attention (MLA, DeepSeek-V2/V3), naive form.
+"""Check for notebook 16 (hand-write it): multi-head latent attention (MLA, DeepSeek-V2/V3), naive form.
 
 ``check_mla(cls)`` grades ``cls(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
 v_head_dim, rope_base=10000.0)`` with the DeepSeek parameter names ``q_proj, kv_a_proj_with_mqa,

@@ -1,4 +1,4 @@
-"""Check for notebook 13's archetypal question: multi-head attention + KV cache + RoPE from a blank cell.
+"""Check for notebook 16's archetypal question: multi-head attention + KV cache + RoPE from a blank cell.
 
 ``check_rope_mha(cls)`` grades ``cls(hidden_dim, num_heads, rope_base=10000.0)``: an ``nn.Module``
 with ``q_proj/k_proj/v_proj/o_proj`` (``nn.Linear(hidden_dim, hidden_dim)``) and
