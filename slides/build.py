@@ -5,6 +5,7 @@ One command (from the repository root)::
     python slides/build.py                      # every notebooks/NN_*.ipynb
     python slides/build.py notebooks/01_scaled_dot_product_attention.ipynb [...]
     python slides/build.py --out /tmp/decks ...  # another output folder
+    python slides/build.py --zh                 # every Chinese notebook, notebooks/zh/NN_*.ipynb -> NN_*.zh.slides.html
 
 Why this is more than ``jupyter nbconvert --to slides``: the stock decks load reveal.js,
 require.js, jQuery and MathJax from CDNs and never start without network. Here the four
@@ -108,9 +109,14 @@ def log(message: str) -> None:
     print(f"[slides] {message}", flush=True)
 
 
-def default_notebooks() -> list[Path]:
-    """Every numbered notebook of the series, in order."""
-    return sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+def default_notebooks(zh: bool = False) -> list[Path]:
+    """Every numbered notebook of the series, in order (``zh``: the Chinese edition, notebooks/zh/)."""
+    return sorted((REPO / "notebooks" / ("zh" if zh else "")).glob("[0-9][0-9]_*.ipynb"))
+
+
+def is_chinese(notebook: Path) -> bool:
+    """A notebook of the Chinese edition (generated into notebooks/zh/ by notebooks/zh/build.py)."""
+    return Path(notebook).resolve().parent == (REPO / "notebooks" / "zh").resolve()
 
 
 def ensure_node_modules() -> float:
@@ -179,7 +185,7 @@ def embed_local_images(html: str, base: Path) -> str:
     return IMG_SRC.sub(inline, html)
 
 
-def exporter():
+def exporter(language: str = "en"):
     """A SlidesExporter configured for offline decks (same options as the nbconvert CLI flags)."""
     from nbconvert.exporters import SlidesExporter
     from traitlets.config import Config
@@ -193,25 +199,36 @@ def exporter():
     config.HTMLExporter.mathjax_url = URLS["mathjax_url"]
     config.TemplateExporter.extra_template_basedirs = [str(TEMPLATES)]
     config.TemplateExporter.template_name = TEMPLATE
+    config.HTMLExporter.language_code = language  # <html lang>; the template's explorer note follows it
     return SlidesExporter(config=config)
 
 
 def build_deck(notebook: Path, out: Path, slides_exporter=None) -> Path:
     """Write ``<out>/<stem>.slides.html`` for one notebook and check it loads nothing remote."""
-    slides_exporter = slides_exporter or exporter()
-    html, _ = slides_exporter.from_filename(str(notebook))
+    if is_chinese(notebook):  # its own exporter (lang="zh"), title and file name: NN_name.zh.slides.html
+        import nbformat
+
+        node = nbformat.read(notebook, as_version=4)
+        node.metadata["title"] = f"{notebook.stem}（中文版）"
+        resources = {"metadata": {"name": notebook.stem, "path": str(notebook.parent)}}
+        html, _ = exporter("zh").from_notebook_node(node, resources=resources)
+        suffix = ".zh"
+    else:
+        slides_exporter = slides_exporter or exporter()
+        html, _ = slides_exporter.from_filename(str(notebook))
+        suffix = ""
     html = embed_local_images(html, notebook.parent)
     remote = remote_references(html)
     if remote:
         raise RuntimeError(f"{notebook.name}: the deck still loads from the network: {remote}")
-    deck = out / f"{notebook.stem}.slides.html"
+    deck = out / f"{notebook.stem}{suffix}.slides.html"
     deck.write_text(html, encoding="utf-8")
     return deck
 
 
-def build(notebooks: list[Path] | None = None, out: Path = DEFAULT_OUT) -> list[Path]:
-    """Build offline decks for ``notebooks`` (default: every numbered notebook) into ``out``."""
-    notebooks = [Path(nb).resolve() for nb in notebooks] if notebooks else default_notebooks()
+def build(notebooks: list[Path] | None = None, out: Path = DEFAULT_OUT, zh: bool = False) -> list[Path]:
+    """Build offline decks for ``notebooks`` (default: every numbered notebook; ``zh``: notebooks/zh/) into ``out``."""
+    notebooks = [Path(nb).resolve() for nb in notebooks] if notebooks else default_notebooks(zh)
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ensure_node_modules()
@@ -224,9 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to convert (default: notebooks/NN_*.ipynb)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    parser.add_argument("--zh", action="store_true", help="every Chinese notebook (notebooks/zh/NN_*.ipynb)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    decks = build(args.notebooks, args.out)
+    decks = build(args.notebooks, args.out, zh=args.zh)
     for deck in decks:
         log(f"wrote {deck}")
     log(f"{len(decks)} deck(s) in {time.perf_counter() - start:.1f} s; open one from disk, e.g. {decks[0].as_uri()}")

@@ -20,18 +20,20 @@ import re
 import warnings
 from collections.abc import Callable
 
+from attn_core import i18n
+
 __all__ = ["feedback", "NOT_DONE", "is_stub", "call_learner", "never_raises"]
 
 NOT_DONE = "not attempted yet: replace the `...` / `raise NotImplementedError` with your answer and run the cell again."
 
 
 def feedback(name: str, problem: str | None) -> bool:
-    """Print the verdict of check ``name``: ``problem`` is None when the answer is right."""
-    if problem is None:
-        print(f"✅ {name}: correct.")
-        return True
-    print(f"❌ {name}: {problem}")
-    return False
+    """Print the verdict of check ``name``: ``problem`` is None when the answer is right.
+
+    The one place a verdict is printed, so the one place it is translated (``ac.set_language("zh")``).
+    """
+    print(i18n.verdict_line(name, problem))
+    return problem is None
 
 
 def is_stub(value) -> bool:

@@ -26,6 +26,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from attn_core import i18n
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.masks import causal_mask, padding_mask, prefix_lm_mask, sliding_window_mask
 from attn_core.viz.plotting import plot_attention
@@ -301,6 +302,10 @@ class Explorer:
             layout=widgets.Layout(border="1px solid #ddd", padding="6px"),
         )
         self.widget.add_class(f"attn-explorer-{name}")
+        if i18n.get_language() != "en":  # ac.set_language("zh"): labels and tooltips in that language
+            for control in [*controls.values(), save_png, save_svg]:
+                control.description = i18n.translate(control.description)
+                control.tooltip = control.tooltip and i18n.translate(control.tooltip)
         self.figure: Figure | None = None
         self.error: str | None = None
         for control in controls.values():
@@ -321,12 +326,14 @@ class Explorer:
             figure, text = self.render(self.params())
         except ValueError as err:
             self.error = str(err)
-            self.explanation.value = f'<b style="color:#b00020">Not possible: {html.escape(str(err))}</b>'
+            not_possible = "Not possible: " if i18n.get_language() == "en" else "无法显示："
+            message = html.escape(i18n.translate(str(err)))
+            self.explanation.value = f'<b style="color:#b00020">{not_possible}{message}</b>'
             return
         self.error = None
         self.figure = figure
         self.image.value = figure_png(figure)
-        self.explanation.value = html.escape(text)
+        self.explanation.value = html.escape(i18n.translate(text))  # the one place every explorer's line is shown
 
     def save(self, fmt: str) -> Path:
         """Write the current figure as PNG or SVG into ``save_dir``; return the path."""
@@ -336,7 +343,8 @@ class Explorer:
         stem = "_".join(f"{key}-{value}" for key, value in self.params().items() if key in self.controls)
         path = self.save_dir / f"{self.name}_{re.sub(r'[^A-Za-z0-9_.-]+', '', stem)}.{fmt}"
         self.figure.savefig(path, format=fmt)
-        self.status.value = f"saved <code>{html.escape(str(path))}</code>"
+        saved = "saved" if i18n.get_language() == "en" else "已保存"
+        self.status.value = f"{saved} <code>{html.escape(str(path))}</code>"
         return path
 
     def _ipython_display_(self):
