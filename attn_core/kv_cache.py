@@ -175,7 +175,9 @@ class KVCache:
             raise ValueError(f"length must be an int in [0, {self._length}] (tokens cached), got {length!r}.")
         if self._wrapped and length < self._length:
             # The next query (position `length`) needs every key in its window; were they all kept?
-            needed = torch.arange(max(self.num_sinks, length - self.window + 1), length, device=self._positions.device)
+            needed = torch.arange(  # the sinks below `length`, then the window before it
+                max(min(self.num_sinks, length), length - self.window + 1), length, device=self._positions.device
+            )
             if not torch.isin(needed, self._positions).all():
                 raise ValueError(
                     f"rolling back to {length} tokens needs the keys at positions {int(needed[0])}..{length - 1}, but "

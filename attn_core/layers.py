@@ -11,6 +11,8 @@ layer                        ``num_kv_heads``  keys/values per token (cached)
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -112,8 +114,10 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(
                 f"sliding_window must be None or an int >= 1 (keys each query sees), got {sliding_window!r}."
             )
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0):
-            raise ValueError(f"scale must be None (1/sqrt(head_dim)) or a positive number, got {scale!r}.")
+        if scale is not None and (
+            isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf
+        ):
+            raise ValueError(f"scale must be None (1/sqrt(head_dim)) or a positive finite number, got {scale!r}.")
         if not isinstance(qk_norm, bool):
             raise TypeError(f"qk_norm must be True or False, got {qk_norm!r}.")
         self.hidden_dim = hidden_dim

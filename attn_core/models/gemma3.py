@@ -20,6 +20,7 @@ norm sandwich and the gated feed-forward around it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -240,15 +241,23 @@ def _cache_is_complete(folder: Path) -> bool:
     try:
         meta = json.loads((folder / "config.json").read_text())
         weights_bytes = (folder / "model.safetensors").stat().st_size
+        tokenizer_sha256 = hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest()  # 33 MB: ~0.1 s
     except (OSError, ValueError):
         return False
+    # The 1 GB of weights is checked by size only (hashing it would cost seconds on every load).
     return (
         meta.get("format") == CONVERTED_FORMAT
         and meta.get("gguf_sha256") == SHA256
-        and (folder / "tokenizer.json").is_file()
+        and tokenizer_sha256 == meta.get("tokenizer_sha256")
         and weights_bytes == meta.get("weights_bytes", -1)
     )
 
 
-def config_record(config: Gemma3Config, weights_bytes: int) -> dict:
-    return {"format": CONVERTED_FORMAT, "gguf_sha256": SHA256, "weights_bytes": weights_bytes, "config": asdict(config)}
+def config_record(config: Gemma3Config, weights_bytes: int, tokenizer_sha256: str) -> dict:
+    return {
+        "format": CONVERTED_FORMAT,
+        "gguf_sha256": SHA256,
+        "weights_bytes": weights_bytes,
+        "tokenizer_sha256": tokenizer_sha256,
+        "config": asdict(config),
+    }

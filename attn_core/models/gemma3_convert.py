@@ -134,8 +134,13 @@ def convert_gguf(folder: Path) -> None:
     try:
         save_file(tensors, staging / "model.safetensors")
         tokenizer.save(str(staging / "tokenizer.json"))
-        record = config_record(config, (staging / "model.safetensors").stat().st_size)
+        tokenizer_sha256 = hashlib.sha256((staging / "tokenizer.json").read_bytes()).hexdigest()
+        record = config_record(config, (staging / "model.safetensors").stat().st_size, tokenizer_sha256)
         (staging / "config.json").write_text(json.dumps(record, indent=1))
+        from attn_core.models.gemma3 import _cache_is_complete
+
+        if _cache_is_complete(folder):
+            return  # another process finished the same conversion meanwhile
         if folder.exists():
             shutil.rmtree(folder)  # an incomplete or outdated cache
         os.replace(staging, folder)

@@ -22,7 +22,7 @@ def next_token_distribution(
         raise ValueError(f"temperature must be > 0 here (0 means greedy: use argmax), got {temperature!r}.")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}.")
-    if top_p is not None and not 0 < top_p <= 1:
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or in (0, 1], got {top_p!r}.")
     logits = logits.double() / temperature  # (B, vocab), float64: sums over 262k tokens stay exact enough
     if top_k is not None and top_k < logits.shape[-1]:
