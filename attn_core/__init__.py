@@ -7,17 +7,22 @@ One concept per module:
 - ``rope``       rotary position embeddings: apply_rope, rope_angles
 - ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention (``rope_base=`` for RoPE)
 - ``latent_attention``  MultiHeadLatentAttention: DeepSeek's MLA, a small latent cached per token
-- ``kv_cache``   KVCache for token-by-token decoding
+- ``kv_cache``   KVCache for token-by-token decoding (``window=``, ``num_sinks=``: a bounded ring buffer)
+- ``paged_cache`` PagedKVCache: fixed-size blocks from a shared pool, prefixes shared copy-on-write
 - ``tiled``      tiled_attention: FlashAttention's forward pass, the weights never stored
+  (``tiled_backward``: its hand-written backward, recomputing tiles from the log-sum-exp)
+- ``merge``      merge_attention: two partial results over disjoint keys -> the result over all keys
+- ``i18n``       set_language("zh"): learner-facing messages in Chinese
 
 Grouped by what they are for:
 
-- ``models/``    real pretrained weights in our layers (``load_minilm``)
+- ``models/``    real pretrained weights in our layers (``load_minilm``, ``load_gemma3``), generation
 - ``viz/``       plots and explorers (``plot_attention``, widgets, tiles, head view)
 - ``exercises/`` the ``check_…`` functions behind the notebooks' exercises
 """
 
 from attn_core.attention import scaled_dot_product_attention
+from attn_core.i18n import get_language, set_language
 from attn_core.kv_cache import KVCache
 from attn_core.latent_attention import MultiHeadLatentAttention
 from attn_core.layers import GroupedQueryAttention, MultiHeadAttention, MultiQueryAttention
@@ -32,7 +37,10 @@ from attn_core.masks import (
     prefix_lm_mask,
     sliding_window_mask,
 )
+from attn_core.merge import merge_attention
+from attn_core.models.gemma3 import load_gemma3
 from attn_core.models.minilm import load_minilm
+from attn_core.paged_cache import PagedKVCache
 from attn_core.rope import apply_rope, rope_angles
 from attn_core.tiled import tiled_attention
 from attn_core.viz.plotting import plot_attention
@@ -40,6 +48,7 @@ from attn_core.viz.plotting import plot_attention
 __all__ = [
     "scaled_dot_product_attention",
     "tiled_attention",
+    "merge_attention",
     "causal_mask",
     "padding_mask",
     "sliding_window_mask",
@@ -56,8 +65,12 @@ __all__ = [
     "GroupedQueryAttention",
     "MultiHeadLatentAttention",
     "KVCache",
+    "PagedKVCache",
     "plot_attention",
     "load_minilm",
+    "set_language",
+    "get_language",
+    "load_gemma3",
 ]
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Tiled attention: FlashAttention's forward pass in plain PyTorch.
+"""Tiled attention: FlashAttention's forward pass in plain PyTorch, with a hand-written backward.
 
 ``scaled_dot_product_attention`` builds the whole ``(Lq, Lk)`` score matrix, 2 GiB for
 8 heads at L = 8192 in float32 (and as much again for the weights). This module computes
@@ -19,9 +19,11 @@ With ``is_causal`` a key tile that lies entirely in the future of every query of
 is never computed (about half the tiles), and only the tiles the diagonal crosses build a
 mask.
 
-Forward only, for now: the tiles are written in place with ``out=`` ops, which autograd
-cannot differentiate. A differentiable version is planned; until then call it under
-``torch.no_grad()`` or use ``scaled_dot_product_attention`` when you need gradients.
+Gradients (FlashAttention-2): the forward keeps one number per query row, the log-sum-exp
+``lse = m + log(l)``, so that the backward (``tiled_backward.py``) can recompute any tile's
+weights as ``exp(score - lse)`` instead of storing them. Only q, k, v, the output and lse
+are saved for backward. With ``torch.no_grad()`` (or when no input requires grad) the
+in-place loop runs as is, with no autograd bookkeeping.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import math
 import torch
 
 from attn_core.attention import check_qkv, default_scale
+from attn_core.tiled_backward import tiled_attention_backward
 
 __all__ = ["tiled_attention", "DEFAULT_BLOCK_SIZE"]
 
@@ -57,11 +60,13 @@ def tiled_attention(
     is_causal: bool = False,
     scale: float | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
-) -> torch.Tensor:
-    """Attention output computed tile by tile, without the ``(Lq, Lk)`` weights.
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Attention output computed tile by tile, without the ``(Lq, Lk)`` weights; differentiable.
 
     Same result as ``scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)[0]``
-    up to float rounding, with memory ``O(block_size²)`` per kv head instead of ``O(Lq·Lk)``.
+    up to float rounding, with memory ``O(block_size²)`` per kv head instead of ``O(Lq·Lk)``,
+    in the forward and in the backward pass alike.
 
     Args:
         q: ``(..., Hq, Lq, D)`` queries.
@@ -69,31 +74,83 @@ def tiled_attention(
             ``h`` uses kv head ``h // (Hq // Hkv)``.
         v: ``(..., Hkv, Lk, Dv)`` values.
         is_causal: query ``i`` sees keys ``0 .. i + (Lk - Lq)``, aligned bottom-right like
-            ``causal_mask``. When ``Lq > Lk`` the first ``Lq - Lk`` queries see no key and
-            get a zero output.
-        scale: multiplies ``Q Kᵀ``; defaults to ``1 / sqrt(D)``.
+            ``causal_mask``. When ``Lq > Lk`` the first ``Lq - Lk`` queries see no key: they
+            get a zero output, zero gradients and ``lse = -inf``.
+        scale: multiplies ``Q Kᵀ``; defaults to ``1 / sqrt(D)``. A plain number: no gradient
+            flows to it.
         block_size: queries and keys per tile.
+        return_lse: also return the log-sum-exp of each query's scores (see Returns).
 
     Returns:
-        ``(..., Hq, Lq, Dv)`` in the dtype of ``q``. Half-precision inputs are computed in
-        float32 (k and v are converted once, a float32 copy of each).
+        ``output`` ``(..., Hq, Lq, Dv)`` in the dtype of ``q``; with ``return_lse`` the pair
+        ``(output, lse)``, ``lse`` ``(..., Hq, Lq)`` the natural log of ``Σ_j exp(scale·q·k_j)``
+        over the keys the query sees (``-inf`` when it sees none). ``lse`` is in the compute
+        dtype: float32 for float16/bfloat16/float32 inputs (rounded to bfloat16 it would be off by
+        up to ``|lse|·2⁻⁹``, a relative error of as much on every recomputed weight), float64 for
+        float64.
+        Half-precision inputs are computed in float32 (k and v are converted once, a float32 copy
+        of each). Both outputs are differentiable (``merge_attention`` relies on lse's gradient).
 
     Raises:
-        NotImplementedError: when grad mode is on and an input requires grad. This function
-            is forward-only for now; see the module docstring.
+        RuntimeError: in backward with ``create_graph=True``: there is no double backward.
     """
     group = check_qkv(q, k, v)  # also: floating dtypes, one device
     check_block_size(block_size)
+    if scale is None:
+        scale = default_scale(q.shape[-1])
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        raise NotImplementedError(
-            "tiled_attention is forward-only for now (its tiles are written in place, which autograd "
-            "cannot differentiate; a differentiable version is planned), but q, k or v requires grad. "
-            "Call it under `with torch.no_grad():`, or use ac.scaled_dot_product_attention for gradients."
-        )
+        output, lse = TiledAttentionFunction.apply(q, k, v, is_causal, scale, block_size)
+    else:
+        output, lse = tiled_forward(q, k, v, group, is_causal, scale, block_size, with_lse=return_lse)
+    return (output, lse) if return_lse else output
+
+
+class TiledAttentionFunction(torch.autograd.Function):
+    """tiled_forward with the FlashAttention-2 backward; saves q, k, v, output and lse only."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal: bool, scale: float, block_size: int):
+        group = q.shape[-3] // k.shape[-3]
+        output, lse = tiled_forward(q, k, v, group, is_causal, scale, block_size, with_lse=True)
+        ctx.save_for_backward(q, k, v, output, lse)
+        ctx.is_causal, ctx.scale, ctx.block_size = is_causal, scale, block_size
+        ctx.set_materialize_grads(False)  # an unused output's gradient arrives as None: no zeros made
+        return output, lse
+
+    @staticmethod
+    def backward(ctx, grad_output, grad_lse):
+        # Grad mode is on here only under backward(create_graph=True), asked for to differentiate the
+        # gradients again (a gradient penalty, a Hessian-vector product). The tiles are written in
+        # place, which autograd cannot follow: say so, rather than return gradients that silently
+        # lack their dependence on q, k and v.
+        if torch.is_grad_enabled():
+            raise RuntimeError(
+                "tiled_attention has no double backward: its gradients were requested with create_graph=True "
+                "(to differentiate them again), but its backward is written in place and is not differentiable. "
+                "Use ac.scaled_dot_product_attention (or F.scaled_dot_product_attention) for higher-order gradients."
+            )
+        q, k, v, output, lse = ctx.saved_tensors
+        grad_q, grad_k, grad_v = tiled_attention_backward(
+            q, k, v, output, lse, grad_output, grad_lse, is_causal=ctx.is_causal, scale=ctx.scale,
+            block_size=ctx.block_size,
+        )  # fmt: skip
+        return grad_q, grad_k, grad_v, None, None, None  # nothing for is_causal, scale, block_size
+
+
+def tiled_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    group: int,
+    is_causal: bool,
+    scale: float,
+    block_size: int,
+    *,
+    with_lse: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The tile loop (inputs already checked): ``(output, lse)``, lse None unless ``with_lse``."""
     *batch, num_heads, q_len, head_dim = q.shape
     num_kv_heads, k_len, v_dim = k.shape[-3], k.shape[-2], v.shape[-1]
-    if scale is None:
-        scale = default_scale(head_dim)
     # float32 accumulation for fp16/bf16 (their exp and long sums lose too much); float64 stays.
     compute_dtype = torch.promote_types(q.dtype, torch.float32)
     num_matrices = math.prod(batch) * num_kv_heads  # one independent attention per (batch, kv head)
@@ -101,6 +158,8 @@ def tiled_attention(
     output = torch.empty(*batch, num_heads, q_len, v_dim, dtype=q.dtype, device=q.device)  # (..., Hq, Lq, Dv)
     # Query head h = kv_head·G + g, so the G heads sharing a kv head are adjacent: a view.
     output_grouped = output.view(num_matrices, group, q_len, v_dim)  # (N, G, Lq, Dv)
+    lse = torch.empty(*batch, num_heads, q_len, dtype=compute_dtype, device=q.device) if with_lse else None
+    lse_grouped = lse.view(num_matrices, group, q_len) if with_lse else None  # (N, G, Lq)
 
     # Bottom-right alignment: query i sees keys j <= i + offset.
     offset = k_len - q_len
@@ -111,8 +170,10 @@ def tiled_attention(
     if k_len == 0:
         first_query = q_len
     output_grouped[:, :, :first_query].zero_()
+    if with_lse:
+        lse_grouped[:, :, :first_query].fill_(-math.inf)  # log of an empty sum
     if first_query == q_len:
-        return output
+        return output, lse
 
     # (N, L, D) views when the batch dims merge (a copy otherwise, or for the float32 upcast).
     keys = k.reshape(num_matrices, k_len, head_dim).to(compute_dtype)  # (N, Lk, D)
@@ -182,4 +243,12 @@ def tiled_attention(
             running_sum.view(num_matrices, group, tile_len, 1),  # (N, G, Tq, 1)
             out=output_grouped[:, :, q_start:q_end],  # (N, G, Tq, Dv)
         )
-    return output
+        if with_lse:
+            # lse = m + log(l). A row whose scores are all -inf (an -inf key, no mask) has l = 0:
+            # lse = -inf there, and its output is NaN, as in scaled_dot_product_attention.
+            torch.add(
+                running_max.view(num_matrices, group, tile_len),  # (N, G, Tq)
+                running_sum.log_().view(num_matrices, group, tile_len),  # (N, G, Tq)
+                out=lse_grouped[:, :, q_start:q_end],  # (N, G, Tq)
+            )
+    return output, lse

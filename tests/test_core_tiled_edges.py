@@ -1,4 +1,4 @@
-"""tiled_attention at its edges (-inf scores in a whole key tile, autograd) and its memory/work promises."""
+"""tiled_attention at its edges (-inf scores in a whole key tile, grad mode on or off) and its memory/work promises."""
 
 from __future__ import annotations
 
@@ -77,12 +77,19 @@ def test_a_row_of_only_minus_inf_scores_is_nan_like_sdpa():
 
 
 @pytest.mark.parametrize("needs_grad", ["q", "k", "v"])
-def test_requires_grad_input_raises_a_clear_error(needs_grad):
-    """Grad mode on and an input requiring grad: NotImplementedError naming tiled_attention and the fixes."""
+def test_requires_grad_input_gets_the_gradients_of_sdpa(needs_grad):
+    """Grad mode on and one input requiring grad: its gradient equals autograd through the naive kernel.
+
+    (Until the backward was written this raised NotImplementedError; tests/test_tiled_backward.py
+    covers the gradients in depth.)
+    """
     q, k, v = randn(1, 2, 4, 8), randn(1, 2, 4, 8, seed=1), randn(1, 2, 4, 8, seed=2)
-    {"q": q, "k": k, "v": v}[needs_grad].requires_grad_(True)
-    with pytest.raises(NotImplementedError, match=r"tiled_attention is forward-only.*torch\.no_grad\(\).*scaled_dot"):
-        tiled_attention(q, k, v)
+    inputs = {"q": q, "k": k, "v": v}
+    inputs[needs_grad].requires_grad_(True)
+    grad_out = randn(1, 2, 4, 8, seed=3)  # (B, H, Lq, Dv)
+    (grad,) = torch.autograd.grad(tiled_attention(q, k, v, block_size=3), inputs[needs_grad], grad_out)
+    (expected,) = torch.autograd.grad(ac.scaled_dot_product_attention(q, k, v)[0], inputs[needs_grad], grad_out)
+    torch.testing.assert_close(grad, expected, rtol=0, atol=1e-12)
 
 
 def test_requires_grad_input_works_without_grad_mode():
