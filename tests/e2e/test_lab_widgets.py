@@ -34,6 +34,7 @@ CORE_NOTEBOOKS = {
     "05_masks_and_dropout.ipynb": "masks",
     "06_rotary_position_embeddings.ipynb": "rope",
     "09_multi_head_latent_attention.ipynb": "mla_cache",
+    "12_backward_and_training.ipynb": "training",
 }
 
 OPEN_TIMEOUT_S = 120  # page load + kernel start; ~8 s on an idle 2-core machine
