@@ -42,6 +42,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from attn_core import i18n
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 from attn_core.layers import GroupedQueryAttention
@@ -300,11 +301,12 @@ def check_sdpa(fn: Callable) -> bool:
         others = [0, 2, 3]
         expected_w = _sdpa_reference(q, k, v, mask, 1 / math.sqrt(q.shape[-1]))[1]
         if torch.isnan(weights[row]).any() and _close(weights[..., others, :], expected_w[..., others, :]):
-            print(
-                "   note: a query whose keys are ALL masked gets NaN weights (softmax of a row of -inf). "
+            note = (
+                "note: a query whose keys are ALL masked gets NaN weights (softmax of a row of -inf). "
                 "Fine for a causal mask, but padding queries hit it. Fill with torch.finfo(dtype).min instead "
                 "of -inf, or zero such rows afterwards (attn_core returns zero weights there)."
             )
+            print("   " + i18n.localize(note))  # not a verdict: translated here (ac.set_language("zh"))
     return ok
 
 

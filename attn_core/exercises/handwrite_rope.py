@@ -24,6 +24,7 @@ import math
 
 import torch
 
+from attn_core import i18n
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 from attn_core.exercises import handwrite as _hw
 from attn_core.kv_cache import KVCache
@@ -286,7 +287,7 @@ def _config_problem(
     note = ""
     if not torch.allclose(cache.keys.to(_F64), ref_cache.keys, rtol=_hw._RTOL, atol=1e-7):
         note = (
-            "   note: your cache holds UNROTATED keys and you rotate all of them again at every step. Right "
+            "note: your cache holds UNROTATED keys and you rotate all of them again at every step. Right "
             "numbers, but O(T) extra work per token, and a cache other code cannot share: rotate k before "
             "cache.update, as Llama does."
         )
@@ -316,5 +317,5 @@ def check_rope_mha(cls) -> bool:
             notes.append(note)
     ok = feedback(name, None)
     for note in notes:
-        print(note)
+        print("   " + i18n.localize(note))  # not a verdict: translated here (ac.set_language("zh"))
     return ok
