@@ -45,6 +45,7 @@ from attn_core.exercises.handwrite_mla import _CONFIGS as _MLA_CONFIGS
 from attn_core.exercises.handwrite_mla import _config_problem as _mla_config_problem
 from attn_core.exercises.handwrite_rope import _CONFIGS as _ROPE_CONFIGS
 from attn_core.exercises.handwrite_rope import _config_problem as _rope_config_problem
+from attn_core.i18n import localize
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask, padding_mask
 from attn_core.rope import apply_rope
@@ -1435,10 +1436,10 @@ def bug_report(fixes: Mapping[str, object]) -> int:
             fixed += 1
             lines.append(f"  ✅ {bug_id}")
         elif problem == NOT_DONE:
-            lines.append(f"  ⬜ {bug_id}: not attempted")
+            lines.append(localize(f"  ⬜ {bug_id}: not attempted"))
         else:
-            lines.append(f"  ❌ {bug_id}: still failing")
-    print(f"fixed {fixed}/{len(BUGS)}")
+            lines.append(localize(f"  ❌ {bug_id}: still failing"))
+    print(localize(f"fixed {fixed}/{len(BUGS)}"))  # localize: the Chinese edition prints the board in Chinese
     print("\n".join(lines))
     return fixed
 
