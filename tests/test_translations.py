@@ -10,8 +10,8 @@
   ``ac.set_language("zh")`` after the imports, image links one folder deeper, outputs kept where the source
   did not change, ``--skeleton`` keeping good entries and marking new and stale ones.
 
-``test_every_notebook_has_a_chinese_edition`` fails only with ``ATTN_ZH_STRICT=1`` (until every notebook is
-translated it warns): the lead's switch once the translations are complete.
+Strict by default: a notebook without a Chinese edition, or an English prose comment left untranslated, fails.
+``ATTN_ZH_STRICT=0`` relaxes both to warnings while an English notebook is being written (never in CI).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _load_build():
 
 
 build = _load_build()
-STRICT = os.environ.get("ATTN_ZH_STRICT") == "1"
+STRICT = os.environ.get("ATTN_ZH_STRICT", "1") == "1"  # strict unless ATTN_ZH_STRICT=0
 
 
 def sha(text: str) -> str:  # the format's definition, written out independently of build.en_sha
@@ -57,14 +57,14 @@ def test_translated_notebooks_are_complete_fresh_and_built() -> None:
 
 
 def test_every_notebook_has_a_chinese_edition() -> None:
-    """TODO(lead): strict once every notebook is translated; set ATTN_ZH_STRICT=1 (then it fails on a gap)."""
+    """Every English notebook has its Chinese edition (``ATTN_ZH_STRICT=0`` makes a gap a warning)."""
     paths = build.Paths()
     missing = [name for name in build.english_names(paths) if name not in build.translated_names(paths)]
     message = f"{len(missing)} notebook(s) without a Chinese edition: {', '.join(missing)}"
     if STRICT:
         assert not missing, message
     elif missing:
-        warnings.warn(message + " (ATTN_ZH_STRICT=1 makes this a failure)", stacklevel=1)
+        warnings.warn(message + " (a failure unless ATTN_ZH_STRICT=0)", stacklevel=1)
 
 
 # ----------------------------------------------------------------------------- a small notebook to drift

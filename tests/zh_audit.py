@@ -4,8 +4,8 @@ Every verdict ``attn_core.exercises.feedback`` prints during the test session (t
 exercise every diagnosis) is looked up in attn_core's Chinese catalogs (``attn_core/i18n/zh_*.py``). At the
 end of the session the names and messages without a complete translation are written to
 ``build/zh_untranslated.txt`` (one per line, with how often each was printed), and summarised in the terminal.
-With ``ATTN_ZH_STRICT=1`` the session fails (exit status 1) while any is left: the lead's switch once every
-grader has its catalog. A test cannot do this: it would have to run after all the others.
+The session fails (exit status 1) while any is left, unless ``ATTN_ZH_STRICT=0`` (for work in progress on
+a new grader; never in CI). A test cannot do this: it would have to run after all the others.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from attn_core import i18n
 
 REPORT = "build/zh_untranslated.txt"
-STRICT = os.environ.get("ATTN_ZH_STRICT") == "1"
+STRICT = os.environ.get("ATTN_ZH_STRICT", "1") == "1"  # strict unless ATTN_ZH_STRICT=0
 
 i18n.start_audit()  # from the moment tests/conftest.py is imported, before any test runs
 
@@ -51,6 +51,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if STRICT:
         for message in sorted(missing)[:50]:
             terminalreporter.write_line(f"  {message!r}")
-        terminalreporter.write_line("ATTN_ZH_STRICT=1: the session fails while any is left.", red=True)
+        terminalreporter.write_line("The session fails while any is left (ATTN_ZH_STRICT=0 relaxes this while you write a catalog).", red=True)
     else:
-        terminalreporter.write_line("Not a failure yet: ATTN_ZH_STRICT=1 makes it one.")
+        terminalreporter.write_line("ATTN_ZH_STRICT=0: reported, not a failure.")
