@@ -51,6 +51,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if STRICT:
         for message in sorted(missing)[:50]:
             terminalreporter.write_line(f"  {message!r}")
-        terminalreporter.write_line("The session fails while any is left (ATTN_ZH_STRICT=0 relaxes this while you write a catalog).", red=True)
+        terminalreporter.write_line("The session fails while any is left (ATTN_ZH_STRICT=0 relaxes it).", red=True)
     else:
         terminalreporter.write_line("ATTN_ZH_STRICT=0: reported, not a failure.")
