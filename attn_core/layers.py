@@ -245,8 +245,15 @@ class GroupedQueryAttention(nn.Module):
         cache_window = getattr(cache, "window", None)
         if self.sliding_window is None and cache_window is None:
             return None
-        query_index = torch.arange(start, start + q_len, device=device)  # (Lq,)
         key_index = getattr(cache, "key_positions", None)  # (Lk,) when a ring buffer's slots are out of order
+        if q_len == 1 and getattr(cache, "num_sinks", 0) == 0:  # a decode step: often every key is visible
+            window = min(w for w in (self.sliding_window, cache_window, math.inf) if w is not None)
+            if key_index is None and k_len <= window:
+                return None  # the last k_len tokens, the query's own included: all inside the window
+            ring_is_the_window = cache_window is not None and cache_window <= window and cache.max_rollback == 0
+            if key_index is not None and ring_is_the_window:
+                return None  # a full ring of exactly `window` slots holds the last `window` tokens: all visible
+        query_index = torch.arange(start, start + q_len, device=device)  # (Lq,)
         if key_index is None:  # keys are the last Lk tokens, in order (bottom-right aligned)
             key_index = torch.arange(start + q_len - k_len, start + q_len, device=device)  # (Lk,)
         distance = query_index.unsqueeze(-1) - key_index.to(device)  # (Lq, Lk): how far back each key is

@@ -14,6 +14,7 @@ The angles are computed in float64 and only cos/sin are cast to ``x``'s dtype: a
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
@@ -66,6 +67,32 @@ def rope_angles(positions: torch.Tensor | Sequence[int] | int, head_dim: int, *,
     return positions.to(torch.float64).unsqueeze(-1) * inv_freq  # (..., L, D/2)
 
 
+# A decoding step rotates q and k in every layer at the same few positions: keep the last few (cos, sin)
+# pairs (a real model's 18 layers x q and k need 2 computations per step instead of 36). Values are exactly
+# what computing them afresh gives; only small position sets are kept, and nothing while compiling.
+_COS_SIN_CACHE: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
+_COS_SIN_CACHE_SIZE = 8
+
+
+def _cos_sin(
+    positions: torch.Tensor, head_dim: int, base: float, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    cacheable = positions.numel() <= 64 and not torch.compiler.is_compiling()
+    if cacheable:
+        key = (tuple(positions.shape), tuple(positions.flatten().tolist()), head_dim, base, dtype, device)
+        if key in _COS_SIN_CACHE:
+            _COS_SIN_CACHE.move_to_end(key)
+            return _COS_SIN_CACHE[key]
+    angles = rope_angles(positions, head_dim, base=base)  # (..., L, D/2) float64
+    cos = angles.cos().to(device=device, dtype=dtype)  # (..., L, D/2), x's dtype
+    sin = angles.sin().to(device=device, dtype=dtype)  # (..., L, D/2), x's dtype
+    if cacheable:
+        _COS_SIN_CACHE[key] = (cos, sin)
+        if len(_COS_SIN_CACHE) > _COS_SIN_CACHE_SIZE:
+            _COS_SIN_CACHE.popitem(last=False)
+    return cos, sin
+
+
 def apply_rope(
     x: torch.Tensor,
     positions: torch.Tensor | Sequence[int] | int,
@@ -101,9 +128,7 @@ def apply_rope(
             f"(x is {tuple(x.shape)}). Pass (L,) positions for one sequence, or (B, 1, L) for per-sequence "
             "positions of a (B, H, L, D) tensor."
         )
-    angles = rope_angles(positions, head_dim, base=base)  # (..., L, D/2) float64
-    cos = angles.cos().to(device=x.device, dtype=x.dtype)  # (..., L, D/2), x's dtype
-    sin = angles.sin().to(device=x.device, dtype=x.dtype)  # (..., L, D/2), x's dtype
+    cos, sin = _cos_sin(positions, head_dim, base, x.dtype, x.device)  # (..., L, D/2) each, x's dtype
     if interleaved:
         x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., L, D/2) each: pair i is (2i, 2i + 1)
         rotated = torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)  # (..., L, D/2, 2)
