@@ -20,6 +20,7 @@ norm sandwich and the gated feed-forward around it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -230,11 +231,34 @@ def load_gemma3(*, dtype: torch.dtype = torch.float32) -> Gemma3:
     from tokenizers import Tokenizer
 
     config = Gemma3Config(**json.loads((folder / "config.json").read_text())["config"])
-    with torch.device("meta"):  # no random init of 170M embedding weights: the real ones replace them
+    with _skip_init():  # no random init of 268M weights: the real ones replace them
         lm = Gemma3(config)
     lm.load_state_dict(load_file(folder / "model.safetensors"), assign=True, strict=True)
     lm.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     return lm.to(dtype).eval()
+
+
+@contextlib.contextmanager
+def _skip_init(*init_modules):
+    """Build modules without drawing random weights (their memory stays untouched until replaced).
+
+    Building on the ``meta`` device would do the same, but its first use imports torch's Python
+    reference kernels (about 1.6 s); this only turns the in-place initialisers (``normal_``, ...) of
+    ``torch.nn.init`` (and of any ``init_modules`` given) into no-ops meanwhile.
+    """
+    saved = {
+        (module, name): getattr(module, name)
+        for module in (nn.init, *init_modules)
+        for name in dir(module)
+        if name.endswith("_") and not name.startswith("_") and callable(getattr(module, name))
+    }
+    try:
+        for module, name in saved:
+            setattr(module, name, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for (module, name), function in saved.items():
+            setattr(module, name, function)
 
 
 def _cache_is_complete(folder: Path) -> bool:

@@ -2,7 +2,8 @@
 
 ``transformers`` can load the GGUF itself (``from_pretrained(dir, gguf_file=..., attn_implementation="eager")``),
 but that parses and dequantizes the file again (about 45 s here). ``hugging_face_gemma3(lm)`` builds the
-same Hugging Face module from our already-converted tensors in about a second; ``tests/test_gemma3.py``
+same Hugging Face module from our already-converted tensors in a fraction of a second (after importing
+transformers' Gemma 3 code, ~3 s); ``tests/test_gemma3.py``
 checks that both routes give Hugging Face identical weights, so comparisons with either are the same.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_core.models.gemma3 import Gemma3
+from attn_core.models.gemma3 import Gemma3, _skip_init
 
 __all__ = ["hugging_face_config", "hugging_face_state_dict", "hugging_face_gemma3"]
 
@@ -82,15 +83,13 @@ def hugging_face_state_dict(lm: Gemma3) -> dict[str, torch.Tensor]:
 def hugging_face_gemma3(lm: Gemma3):
     """``transformers.Gemma3ForCausalLM`` (eager attention, eval mode) with ``lm``'s weights and dtype."""
     from transformers import Gemma3ForCausalLM
+    from transformers import initialization as hf_init
 
     dtype = lm.embed.weight.dtype
-    with torch.device("meta"):
+    with _skip_init(hf_init):  # no random init: our tensors replace every weight
         model = Gemma3ForCausalLM(hugging_face_config(lm))
     state = hugging_face_state_dict(lm)
     state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied
     model.load_state_dict(state, assign=True, strict=False)
-    # Buffers made on the meta device hold no values: rebuild the rotary tables and the embedding scale.
-    model.model.rotary_emb = type(model.model.rotary_emb)(model.config)
-    model.model.embed_tokens.embed_scale = torch.tensor(lm.config.hidden_dim**0.5)
     model.tie_weights()
     return model.to(dtype).eval()
