@@ -22,7 +22,32 @@ __all__ = ["KVCache"]
 EMPTY = 2**62
 
 
-class KVCache:
+class BoundToOneLayer:
+    """A cache belongs to one attention layer: the layer calls ``bind(self)`` on every use.
+
+    The first call records the owner (a weak reference: the cache must not keep a layer alive); a later call
+    from a different owner raises ValueError, since its keys would mix with the first's. Subclasses set
+    ``self._owner = None`` and ``self._owner_type = ""`` in ``__init__``.
+    """
+
+    def bind(self, owner: object) -> None:
+        if self._owner is None:
+            try:
+                self._owner = weakref.ref(owner)  # no strong reference: the cache must not keep a layer alive
+            except TypeError:  # objects without __weakref__
+                self._owner = id(owner)
+            self._owner_type = type(owner).__name__
+            return
+        same = self._owner() is owner if isinstance(self._owner, weakref.ref) else self._owner == id(owner)
+        if not same:
+            kind = type(self).__name__
+            raise ValueError(
+                f"this {kind} already holds the keys/values of another layer (first used by a "
+                f"{self._owner_type}, now called by a {type(owner).__name__}); give every layer its own {kind}."
+            )
+
+
+class KVCache(BoundToOneLayer):
     """Buffer of keys ``(B, Hkv, T, D)`` and values ``(B, Hkv, T, Dv)`` for one attention layer.
 
     ``KVCache()`` keeps every token (it grows by doubling). ``KVCache(window=W)`` keeps the last
@@ -112,23 +137,6 @@ class KVCache:
     @property
     def _slots(self) -> int:
         return self.num_sinks + self.window + self.max_rollback
-
-    def bind(self, owner: object) -> None:
-        """Record ``owner`` (the layer using this cache) on the first call; raise ValueError
-        when a later call comes from a different owner, whose keys would mix with the first's."""
-        if self._owner is None:
-            try:
-                self._owner = weakref.ref(owner)  # no strong reference: the cache must not keep a layer alive
-            except TypeError:  # objects without __weakref__
-                self._owner = id(owner)
-            self._owner_type = type(owner).__name__
-            return
-        same = self._owner() is owner if isinstance(self._owner, weakref.ref) else self._owner == id(owner)
-        if not same:
-            raise ValueError(
-                f"this KVCache already holds the keys/values of another layer (first used by a "
-                f"{self._owner_type}, now called by a {type(owner).__name__}); give every layer its own KVCache."
-            )
 
     @property
     def capacity(self) -> int:

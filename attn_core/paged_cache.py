@@ -20,6 +20,8 @@ import weakref
 
 import torch
 
+from attn_core.kv_cache import BoundToOneLayer
+
 __all__ = ["OutOfBlocksError", "PagedKVCache", "PagedSequence"]
 
 
@@ -27,7 +29,7 @@ class OutOfBlocksError(RuntimeError):
     """The pool has fewer free blocks than an append needs (like running out of GPU memory: free something)."""
 
 
-class PagedKVCache:
+class PagedKVCache(BoundToOneLayer):
     """A pool of ``num_blocks`` blocks, each holding ``block_size`` tokens of keys ``(Hkv, block_size, D)``
     and values ``(Hkv, block_size, Dv)``, shared by sequences named by ``seq_id`` (an int or a str).
 
@@ -81,25 +83,6 @@ class PagedKVCache:
             f"/{self.num_blocks}, tokens={{{lengths}}}, nbytes={self.nbytes}{dtype})"
         )
 
-    def bind(self, owner: object) -> None:
-        """Record ``owner`` (the layer using this cache) on the first call; raise ValueError when a later
-        call comes from a different owner, whose keys would mix with the first's (as ``KVCache.bind``)."""
-        if self._owner is None:
-            try:
-                self._owner = weakref.ref(owner)  # no strong reference: the cache must not keep a layer alive
-            except TypeError:  # objects without __weakref__
-                self._owner = id(owner)
-            self._owner_type = type(owner).__name__
-            return
-        same = self._owner() is owner if isinstance(self._owner, weakref.ref) else self._owner == id(owner)
-        if not same:
-            raise ValueError(
-                f"this PagedKVCache already holds the keys/values of another layer (first used by a "
-                f"{self._owner_type}, now called by a {type(owner).__name__}); give every layer its own "
-                "PagedKVCache."
-            )
-
-    # ------------------------------------------------------------------ sequences
     def sequence(self, seq_id: int | str) -> PagedSequence:
         """The handle a layer appends to and attends over; the sequence is created empty on first use."""
         if isinstance(seq_id, bool) or not isinstance(seq_id, int | str):
