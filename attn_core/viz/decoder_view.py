@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -27,9 +26,10 @@ from matplotlib.patches import PathPatch, Rectangle
 from matplotlib.path import Path
 
 from attn_core.masks import causal_mask, sliding_window_mask
+from attn_core.viz.head_view import TextBoxExplorer
 from attn_core.viz.plotting import FONT_PT, plot_attention
 from attn_core.viz.textpaths import TextBatch, text_width
-from attn_core.viz.widgets import _STYLE, Explorer
+from attn_core.viz.widgets import _STYLE
 
 __all__ = [
     "SCALES",
@@ -343,26 +343,16 @@ class DecoderView:
         return explain_decoder_heads(maps, tokens, layer, head, scale, windows=self.windows, rope_bases=self.rope_bases)
 
 
-class DecoderHeadExplorer(Explorer):
+class DecoderHeadExplorer(TextBoxExplorer):
     """``Explorer`` over a :class:`DecoderView`; the scale selector replaces the fixed-scale box.
     CSS class ``attn-explorer-decoder``; ``render_ms`` is the last redraw's time."""
 
     DISPLAY = ("panel_size", "font_scale", "values")
+    TEXT = "prompt"
 
     def __init__(self, view: DecoderView, controls: dict, fixed: dict | None = None, **kwargs):
-        self.view, self.render_ms = view, None
+        self.view = view
         super().__init__("decoder", controls, fixed, **kwargs)
-
-    def params(self) -> dict:
-        """The control values; the prompt shortened to its first words (it names saved files)."""
-        params = {key: control.value for key, control in self.controls.items()}
-        params["prompt"] = "-".join(params["prompt"].split()[:4])
-        return params
-
-    def update(self, change=None) -> None:
-        start = time.perf_counter()
-        super().update(change)
-        self.render_ms = (time.perf_counter() - start) * 1000
 
     def render(self, params: dict) -> tuple[Figure, str]:
         v = {key: control.value for key, control in self.controls.items()}  # params() shortens the prompt

@@ -121,7 +121,26 @@ class HeadView:
         return text + f"Layer {layer} head {head}: average share of a token's attention on {shares}."
 
 
-class HeadViewExplorer(Explorer):
+class TextBoxExplorer(Explorer):
+    """An ``Explorer`` whose text box (control ``TEXT``: a sentence, a prompt) re-runs a model, and that
+    times each redraw (``render_ms``). Saved files are named after the text's first four words."""
+
+    TEXT = "sentence"
+    render_ms: float | None = None
+
+    def params(self) -> dict:
+        """The control values; the text shortened to its first words (it names saved files)."""
+        params = {key: control.value for key, control in self.controls.items()}
+        params[self.TEXT] = "-".join(params[self.TEXT].split()[:4])
+        return params
+
+    def update(self, change=None) -> None:
+        start = time.perf_counter()
+        super().update(change)
+        self.render_ms = (time.perf_counter() - start) * 1000
+
+
+class HeadViewExplorer(TextBoxExplorer):
     """``Explorer`` with a sentence box and layer/head selectors, rendering a :class:`HeadView`.
 
     Reuses Explorer's layout (Image widget, explanation line, size/font/values/scale row, Save PNG/SVG)
@@ -130,19 +149,7 @@ class HeadViewExplorer(Explorer):
 
     def __init__(self, view: HeadView, controls: dict, fixed: dict | None = None, **kwargs):
         self.view = view
-        self.render_ms: float | None = None
         super().__init__("headview", controls, fixed, **kwargs)
-
-    def params(self) -> dict:
-        """The control values; the sentence shortened to its first words (it names saved files)."""
-        params = {key: control.value for key, control in self.controls.items()}
-        params["sentence"] = "-".join(params["sentence"].split()[:4])
-        return params
-
-    def update(self, change=None) -> None:
-        start = time.perf_counter()
-        super().update(change)
-        self.render_ms = (time.perf_counter() - start) * 1000
 
     def render(self, params: dict) -> tuple[Figure, str]:
         # The full sentence comes from its control: params() shortens it to name saved files.
