@@ -4,6 +4,7 @@ For each checker: the stub fails, the reference passes, correct answers written 
 usual mistake gets its own diagnosis (a phrase only that diagnosis contains), junk gets one ❌ line.
 """
 
+import numpy as np
 import pytest
 import torch
 from learner_answers import JUNK, one_red_line
@@ -59,6 +60,13 @@ def bytes_float(config, seq_len, bytes_per_element):
     return float(bytes_loop(config, seq_len, bytes_per_element))
 
 
+def bytes_numpy(config, seq_len, bytes_per_element):
+    """np.sum over the layers: a numpy.int64, as right as a Python int."""
+    is_global = (np.arange(config["num_layers"]) + 1) % config["global_every"] == 0  # (layers,)
+    tokens = np.where(is_global, seq_len, min(seq_len, config["sliding_window"]))  # (layers,)
+    return np.sum(2 * config["num_kv_heads"] * config["head_dim"] * tokens * bytes_per_element)
+
+
 def _bytes(config, seq_len, b, *, window_of, per_token_heads="num_kv_heads", factor=2):
     total = 0
     for layer in range(config["num_layers"]):
@@ -108,7 +116,7 @@ def test_cache_bytes_equal_real_caches():
         assert sum(c.nbytes for c in caches) == ex.kv_cache_bytes(config, step, 8)
 
 
-@pytest.mark.parametrize("fn", [bytes_loop, bytes_counts, bytes_float])
+@pytest.mark.parametrize("fn", [bytes_loop, bytes_counts, bytes_float, bytes_numpy])
 def test_cache_bytes_variants(fn, capsys):
     assert ex.check_kv_cache_bytes(fn)
 

@@ -1,5 +1,6 @@
 """The notebook 04 checkers accept right answers and diagnose the usual wrong ones."""
 
+import numpy as np
 import pytest
 import torch
 from learner_answers import JUNK, one_red_line
@@ -238,6 +239,7 @@ def kv_map_loops(num_heads, num_kv_heads):
         (lambda h, g: torch.arange(g).repeat_interleave(h // g), True, "✅"),
         (kv_map_loops, True, "✅"),
         (lambda h, g: tuple(i * g // h for i in range(h)), True, "✅"),
+        (lambda h, g: np.arange(h) // (h // g), True, "✅"),  # a numpy array of int64
         (lambda h, g: [i % g for i in range(h)], False, "tiling order of `repeat`"),
         (lambda h, g: [i // g for i in range(h)], False, "divided by num_kv_heads"),
         (lambda h, g: list(range(g)), False, "one per query head"),
@@ -299,6 +301,7 @@ def kv_bytes_with_torch(config, seq_len, batch_size):
         (kv_bytes_per_layer_loop, True, "✅"),
         (kv_bytes_with_torch, True, "✅"),
         (lambda c, s, b: float(kv_bytes(c, s, b)), True, "✅"),
+        (lambda c, s, b: np.prod([kv_bytes(c, 1, 1), s, b]), True, "✅"),  # a numpy.int64
         (lambda c, s, b: kv_bytes(c, s, b, own_head_dim=False), False, "this config states its own head_dim"),
         (lambda c, s, b: kv_bytes(c, s, b, kv=1, own_head_dim=False), False, "keys AND values"),
         (lambda c, s, b: kv_bytes(c, s, b, heads="num_attention_heads"), False, "that is the MHA cache"),

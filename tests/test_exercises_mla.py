@@ -4,6 +4,7 @@ For each checker: the stub fails, the reference passes, correct answers written 
 usual mistake gets its own diagnosis (a phrase only that diagnosis contains), junk gets one ❌ line.
 """
 
+import numpy as np
 import pytest
 import torch
 from learner_answers import JUNK, one_red_line
@@ -40,6 +41,12 @@ def bytes_float(config, bytes_per_element):
     return (
         float(config["num_hidden_layers"]) * (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * bytes_per_element
     )
+
+
+def bytes_numpy(config, bytes_per_element):
+    """np.prod of the factors: a numpy.int64, as right as a Python int."""
+    per_token = config["kv_lora_rank"] + config["qk_rope_head_dim"]
+    return np.prod([config["num_hidden_layers"], per_token, bytes_per_element])
 
 
 CACHE_MISTAKES = {
@@ -82,7 +89,7 @@ def test_stub_fails_reference_passes(check, reference, capsys):
     assert "✅" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("fn", [bytes_sum, bytes_tensor, bytes_float])
+@pytest.mark.parametrize("fn", [bytes_sum, bytes_tensor, bytes_float, bytes_numpy])
 def test_cache_bytes_variants(fn, capsys):
     assert ex.check_mla_cache_bytes(fn)
 

@@ -8,6 +8,7 @@ streaming keys against the mask GroupedQueryAttention builds over a KVCache(wind
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from learner_answers import JUNK, one_red_line
@@ -58,6 +59,7 @@ BLOCK_VARIANTS = {
     "math.ceil": lambda lens, bs: sum(math.ceil(length / bs) for length in lens),
     "tensor": lambda lens, bs: torch.div(torch.tensor(lens) + bs - 1, bs, rounding_mode="floor").sum(),
     "float": lambda lens, bs: float(sum((length + bs - 1) // bs for length in lens)),
+    "numpy": lambda lens, bs: np.ceil(np.array(lens) / bs).astype(np.int64).sum(),  # a numpy.int64
 }
 
 BLOCK_MISTAKES = {
@@ -102,6 +104,8 @@ LOOKUP_VARIANTS = {
     "divmod": lambda table, p, bs: (table[divmod(p, bs)[0]], divmod(p, bs)[1]),
     "list": lambda table, p, bs: [table[p // bs], p - (p // bs) * bs],
     "tensor": lambda table, p, bs: torch.tensor([table[p // bs], p % bs]),
+    "numpy ints": lambda table, p, bs: (np.int64(table[p // bs]), np.int64(p % bs)),
+    "numpy array": lambda table, p, bs: np.array([table[p // bs], p % bs]),
 }
 
 LOOKUP_MISTAKES = {
@@ -109,6 +113,7 @@ LOOKUP_MISTAKES = {
     "swapped": lambda table, p, bs: (p % bs, table[p // bs]),
     "indexed the table by the token position": lambda table, p, bs: (table[min(p, len(table) - 1)], p % bs),
     "flat index": lambda table, p, bs: table[p // bs] * bs + p % bs,
+    "a tuple of 3 numbers": lambda table, p, bs: (table[p // bs], p // bs, p % bs),
     "block_table[position // block_size], position % block_size": lambda table, p, bs: (table[p // bs] + 1, p % bs),
 }
 
@@ -153,6 +158,7 @@ STREAM_VARIANTS = {
     "union of ranges": lambda q, w, s: sorted(set(range(min(s, q + 1))) | set(range(max(0, q - w + 1), q + 1))),
     "comprehension": lambda q, w, s: [k for k in range(q + 1) if k < s or q - k < w],
     "tensor": lambda q, w, s: torch.arange(q + 1)[(torch.arange(q + 1) < s) | (q - torch.arange(q + 1) < w)],
+    "numpy": lambda q, w, s: np.flatnonzero((np.arange(q + 1) < s) | (q - np.arange(q + 1) < w)),
 }
 
 STREAM_MISTAKES = {

@@ -8,7 +8,9 @@ mask convention, ...) and returns ``False``, so a notebook with an unfinished ex
 still runs top to bottom. It prints a tick and returns ``True`` when the answer is right.
 
 The checks share :func:`is_stub` and :func:`call_learner` to recognise an unfinished
-answer and to run the learner's function without letting its crash escape.
+answer and to run the learner's function without letting its crash escape, and :func:`as_number`,
+:func:`as_int` and :func:`as_int_list` to read a number or a list of ints whatever its type (a Python int,
+a numpy integer from ``np.prod``, a one-element tensor, an integer array, ...).
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import numbers
 import re
 import warnings
 from collections.abc import Callable
 
+import numpy as np
+import torch
+
 from attn_core import i18n
 
-__all__ = ["feedback", "NOT_DONE", "is_stub", "call_learner", "never_raises"]
+__all__ = ["feedback", "NOT_DONE", "is_stub", "call_learner", "never_raises", "as_number", "as_int", "as_int_list"]
 
 NOT_DONE = "not attempted yet: replace the `...` / `raise NotImplementedError` with your answer and run the cell again."
 
@@ -95,6 +101,43 @@ def call_learner(fn: Callable, /, *args, **kwargs) -> tuple[object, str | None]:
     if is_stub(result):
         return None, NOT_DONE
     return result, None
+
+
+def as_number(value) -> int | float | None:
+    """A learner's number as a Python ``int`` or ``float``, or None when it is not one real number.
+
+    Accepted: ``int``, ``float``, numpy scalars (``np.int64`` from ``np.prod``, ``np.float32``, ... : they are
+    ``numbers.Real``), and a one-element real tensor or numpy array. Refused: ``bool`` (``True`` is not a count),
+    complex numbers, text, several numbers. Integers come back as ``int``, the rest as ``float``.
+    """
+    if isinstance(value, torch.Tensor | np.ndarray):
+        if (value.size if isinstance(value, np.ndarray) else value.numel()) != 1:
+            return None
+        value = value.item()  # a Python bool, int, float or complex
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        return None
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def as_int(value) -> int | None:
+    """:func:`as_number`, kept only when it is a whole number (``3.0`` counts as ``3``); None otherwise."""
+    number = as_number(value)
+    if isinstance(number, float):
+        return int(number) if number.is_integer() else None
+    return number
+
+
+def as_int_list(value) -> list[int] | None:
+    """A learner's list of ints: a list, tuple or range of whole numbers (each read by :func:`as_int`), or a 1-D
+    tensor or numpy array of them; None otherwise (a set has no order, a 2-D tensor is not a list)."""
+    if isinstance(value, torch.Tensor | np.ndarray):
+        if value.ndim != 1:
+            return None
+        value = value.tolist()
+    if not isinstance(value, list | tuple | range):
+        return None
+    values = [as_int(item) for item in value]
+    return None if any(item is None for item in values) else values
 
 
 def _uses_dot_t(fn: Callable) -> bool:

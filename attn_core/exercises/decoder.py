@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.exercises import as_number, call_learner, feedback, never_raises
 
 __all__ = [
     "check_kv_cache_bytes",
@@ -107,10 +107,10 @@ def check_kv_cache_bytes(fn: Callable) -> bool:
         answer, problem = call_learner(fn, dict(config), seq_len, b)
         if problem is not None:
             return feedback(name, problem)
-        if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_complex():
-            answer = answer.item()
-        if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        number = as_number(answer)
+        if number is None:
             return feedback(name, f"return a number (bytes, an int), got {type(answer).__name__}.")
+        answer = number
         expected = kv_cache_bytes(config, seq_len, b)
         if answer == expected:
             continue

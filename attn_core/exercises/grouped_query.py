@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from attn_core.exercises import NOT_DONE, call_learner, feedback, never_raises
+from attn_core.exercises import NOT_DONE, as_int_list, as_number, call_learner, feedback, never_raises
 from attn_core.layers import GroupedQueryAttention, MultiHeadAttention
 
 __all__ = [
@@ -68,18 +68,6 @@ EXAMPLE_CONFIGS = {
 # --------------------------------------------------------------------------- exercise 1
 
 
-def _as_int_list(answer) -> list[int] | None:
-    if isinstance(answer, torch.Tensor):
-        answer = answer.tolist()
-    try:
-        values = list(answer)
-    except TypeError:
-        return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return None
-    return values
-
-
 @never_raises("check_kv_head_map")
 def check_kv_head_map(fn: Callable) -> bool:
     """``fn(num_heads, num_kv_heads)`` must return, for each query head ``h``, the kv head it reads."""
@@ -89,7 +77,7 @@ def check_kv_head_map(fn: Callable) -> bool:
         answer, error = call_learner(fn, num_heads, num_kv_heads)
         if error:
             return feedback(name, error)
-        values = _as_int_list(answer)
+        values = as_int_list(answer)
         where = f"for num_heads={num_heads}, num_kv_heads={num_kv_heads}"
         if values is None:
             got = f"a {answer.dtype} tensor" if isinstance(answer, torch.Tensor) else type(answer).__name__
@@ -244,11 +232,10 @@ def check_kv_cache_bytes(fn: Callable) -> bool:
                     "so use config.get('num_key_value_heads', config['num_attention_heads'])."
                 )
             return feedback(name, f"on {config_name}: {error}")
-        if isinstance(answer, torch.Tensor) and answer.numel() == 1:
-            answer = answer.item()
-        if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        number = as_number(answer)
+        if number is None:
             return feedback(name, f"return a number of bytes (an int), got {type(answer).__name__}.")
-        answers[(config_name, seq_len, batch)] = answer
+        answers[(config_name, seq_len, batch)] = number
     wrong = [case for case, answer in answers.items() if answer != _kv_bytes(EXAMPLE_CONFIGS[case[0]], *case[1:])]
     if not wrong:
         return feedback(name, None)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from attn_core.attention import scaled_dot_product_attention
-from attn_core.exercises import NOT_DONE, call_learner, feedback, never_raises
+from attn_core.exercises import NOT_DONE, as_number, call_learner, feedback, never_raises
 from attn_core.layers import MultiHeadAttention
 from attn_core.masks import causal_mask, padding_mask
 
@@ -152,16 +152,14 @@ def check_param_count(mha_param_count) -> bool:
 
 
 def _as_int(value) -> int:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    is_number = isinstance(value, (int, float)) or hasattr(value, "__index__")  # numpy ints have __index__
-    if isinstance(value, bool) or not is_number:
+    number = as_number(value)
+    if number is None:
         raise _Failed(f"mha_param_count should return a whole number, got {type(value).__name__}.")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise _Failed(f"a parameter count is a whole number, got {value}.")
-        value = int(value)
-    return int(value)
+    if isinstance(number, float):
+        if not number.is_integer():
+            raise _Failed(f"a parameter count is a whole number, got {number}.")
+        number = int(number)
+    return number
 
 
 def _param_count_problem(fn, hidden: int, heads: int, bias: bool) -> str | None:

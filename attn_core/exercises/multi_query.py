@@ -14,12 +14,11 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import numbers
 
 import torch
 from torch import nn
 
-from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
+from attn_core.exercises import NOT_DONE, as_number, call_learner, feedback, is_stub, never_raises
 from attn_core.layers import GroupedQueryAttention, MultiQueryAttention
 from attn_core.masks import causal_mask
 
@@ -29,14 +28,6 @@ __all__ = ["check_max_cached_tokens", "check_mqa_num_params", "check_mqa_module"
 def _fmt(value: float) -> str:
     """12,345 for whole numbers, 12,345.67 otherwise."""
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
-
-
-def _as_number(value) -> float | None:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy ints and floats count too
-        return None
-    return value
 
 
 # --------------------------------------------------------------------------- exercise 1
@@ -63,14 +54,14 @@ def check_max_cached_tokens(fn) -> bool:
     got, problem = call_learner(fn, **base)
     if problem:
         return feedback(name, problem)
-    value = _as_number(got)
+    value = as_number(got)
     if value is None:
         return feedback(name, f"return a number of tokens (an int), got {type(got).__name__}.")
     if value != expected:
         other, problem = call_learner(fn, **{**base, "num_heads": 2 * base["num_heads"]})
         if problem:
             return feedback(name, problem)
-        if _as_number(other) != value:
+        if as_number(other) != value:
             return feedback(
                 name,
                 "your answer changes with num_heads. Only keys and values are cached, one pair per "
@@ -81,7 +72,7 @@ def check_max_cached_tokens(fn) -> bool:
             doubled, problem = call_learner(fn, **{**base, factor: 2 * base[factor]})
             if problem:
                 return feedback(name, problem)
-            if _as_number(doubled) == value:
+            if as_number(doubled) == value:
                 return feedback(
                     name, f"doubling {factor} should halve the number of tokens that fit, but your answer ignores it."
                 )
@@ -106,7 +97,7 @@ def check_max_cached_tokens(fn) -> bool:
     got, problem = call_learner(fn, **uneven)
     if problem:
         return feedback(name, problem)
-    value = _as_number(got)
+    value = as_number(got)
     if value is None or value != expected:
         if value is not None and not float(value).is_integer():
             return feedback(
@@ -155,7 +146,7 @@ def check_mqa_num_params(fn) -> bool:
         got, problem = call_learner(fn, hidden_dim, num_heads)
         if problem:
             return feedback(name, problem)
-        value = _as_number(got)
+        value = as_number(got)
         if value is None:
             return feedback(name, f"return a number (an int), got {type(got).__name__}.")
         if value == expected:

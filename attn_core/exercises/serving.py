@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
-from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.exercises import as_int, as_int_list, call_learner, feedback, never_raises
 
 __all__ = [
     "check_blocks_needed",
@@ -26,28 +27,6 @@ __all__ = [
     "block_lookup",
     "streaming_keys",
 ]
-
-
-def _as_int(answer) -> int | None:
-    """An int from an int, an integral float or a one-element integer/float tensor; None otherwise."""
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.is_complex():
-        answer = answer.item()
-    if isinstance(answer, bool):
-        return None
-    if isinstance(answer, float) and answer.is_integer():
-        return int(answer)
-    return answer if isinstance(answer, int) else None
-
-
-def _as_int_list(answer) -> list[int] | None:
-    if isinstance(answer, torch.Tensor):
-        if answer.ndim != 1 or answer.is_floating_point() or answer.is_complex() or answer.dtype == torch.bool:
-            return None
-        return answer.tolist()
-    if not isinstance(answer, list | tuple | range):
-        return None
-    values = [_as_int(value) for value in answer]
-    return None if any(value is None for value in values) else values
 
 
 # ----------------------------------------------------------------------------------------------
@@ -98,7 +77,7 @@ def check_blocks_needed(fn: Callable) -> bool:
         answer, problem = call_learner(fn, list(lens), bs)
         if problem is not None:
             return feedback(name, problem)
-        value = _as_int(answer)
+        value = as_int(answer)
         if value is None:
             return feedback(name, f"return a number of blocks (an int), got {type(answer).__name__}.")
         expected = blocks_needed(lens, bs)
@@ -138,19 +117,21 @@ def check_block_lookup(fn: Callable) -> bool:
             expected = block_lookup(table, position, bs)
             where = f"for block_table={table}, block_size={bs}, position={position} you returned"
             flat = expected[0] * bs + expected[1]
-            pair = _as_int_list(answer) if isinstance(answer, list | tuple | torch.Tensor) else None
+            pair = as_int_list(answer)
             if pair is None or len(pair) != 2:
-                if _as_int(answer) == flat and not isinstance(answer, list | tuple):
+                if as_int(answer) == flat and not isinstance(answer, list | tuple):
                     return feedback(
                         name,
                         f"{where} {flat}: the flat index block * block_size + slot into the pool. Return the pair "
                         f"(block, slot) = {expected}.",
                     )
-                got = (
-                    f"a tensor of shape {tuple(answer.shape)}"
-                    if isinstance(answer, torch.Tensor)
-                    else type(answer).__name__
-                )
+                if isinstance(answer, torch.Tensor | np.ndarray):
+                    kind = "a tensor" if isinstance(answer, torch.Tensor) else "an array"
+                    got = f"{kind} of shape {tuple(answer.shape)}"
+                elif pair is not None:  # whole numbers, but not two of them
+                    got = f"a {type(answer).__name__} of {len(pair)} numbers"
+                else:
+                    got = type(answer).__name__
                 return feedback(name, f"{where} {got}: return a pair of ints (block, slot).")
             if tuple(pair) == expected:
                 continue
@@ -229,7 +210,7 @@ def check_streaming_keys(fn: Callable) -> bool:
         answer, problem = call_learner(fn, q, w, s)
         if problem is not None:
             return feedback(name, problem)
-        values = _as_int_list(answer)
+        values = as_int_list(answer)
         if values is None:
             return feedback(name, f"return a list of ints (key positions), got {type(answer).__name__}.")
         expected = streaming_keys(q, w, s)

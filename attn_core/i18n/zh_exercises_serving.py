@@ -74,6 +74,14 @@ CATALOG = [
         _LOOKUP_ZH + "一个形状为 {shape} 的张量：请返回由两个 int 组成的二元组 (block, slot)。",
     ),
     (
+        rf"{_LOOKUP} an array of shape (?P<shape>{_PAIR}): return a pair of ints \(block, slot\)\.",
+        _LOOKUP_ZH + "一个形状为 {shape} 的数组：请返回由两个 int 组成的二元组 (block, slot)。",
+    ),
+    (
+        rf"{_LOOKUP} a (?P<type>list|tuple) of (?P<count>\d+) numbers: return a pair of ints \(block, slot\)\.",
+        _LOOKUP_ZH + "一个含 {count} 个数的 {type}：请返回由两个 int 组成的二元组 (block, slot)。",
+    ),
+    (
         rf"{_LOOKUP} (?P<type>[\w.]+): return a pair of ints \(block, slot\)\.",
         _LOOKUP_ZH + "类型为 {type} 的值：请返回由两个 int 组成的二元组 (block, slot)。",
     ),
