@@ -112,6 +112,7 @@ def softmax_loop(p, dp):
         (lambda p, dp: p * (dp - dp.sum(-1, keepdim=True)), False, "D must weight dP by the probabilities"),
         (lambda p, dp: p * (dp - dp.mean(-1, keepdim=True)), False, "not the mean of dP"),
         (lambda p, dp: -softmax_formula(p, dp), False, "the sign is flipped"),
+        (lambda p, dp: dp - p * dp.sum(-1, keepdim=True), False, "the backward of log_softmax"),
         (
             lambda p, dp: p * (dp - (p * dp).sum(-2, keepdim=True)) if p.ndim > 1 else softmax_formula(p, dp),
             False,
@@ -178,6 +179,18 @@ def flash_p_not_transposed(q, k, v, out, lse, grad_out, scale):
     return dq, dk, probs @ grad_out  # (..., Lq, Dv): right shape only when Lq == Lk, the grader's first case
 
 
+def flash_fixed_scale(q, k, v, out, lse, grad_out, scale):
+    """Ignores its `scale` argument and hard-codes 1/√D: right only when the caller's scale is 1/√D."""
+    return flash_formula(q, k, v, out, lse, grad_out, q.shape[-1] ** -0.5)
+
+
+def flash_sign_flipped(q, k, v, out, lse, grad_out, scale):
+    probs = torch.exp(q @ k.transpose(-2, -1) * scale - lse.unsqueeze(-1))  # (..., Lq, Lk)
+    row_dot = (grad_out * out).sum(-1, keepdim=True)  # (..., Lq, 1)
+    grad_scores = probs * (row_dot - grad_out @ v.transpose(-2, -1))  # P ∘ (D − dP): sign flipped
+    return grad_scores @ k * scale, grad_scores.transpose(-2, -1) @ q * scale, probs.transpose(-2, -1) @ grad_out
+
+
 def flash_d_from_dout_only(q, k, v, out, lse, grad_out, scale):
     probs = torch.exp(q @ k.transpose(-2, -1) * scale - lse.unsqueeze(-1))
     grad_scores = probs * (grad_out @ v.transpose(-2, -1) - grad_out.sum(-1, keepdim=True))
@@ -201,6 +214,8 @@ def flash_d_from_dout_only(q, k, v, out, lse, grad_out, scale):
         (_mistake(4), False, "miss the factor scale"),
         (flash_p_not_transposed, False, "not P dO"),
         (lambda *a: itemgetter(1, 0, 2)(flash_formula(*a)), False, "swapped dq and dk"),
+        (flash_fixed_scale, False, "instead of the `scale` you were given (0.3)"),
+        (flash_sign_flipped, False, "dq and dk have the wrong sign, dV is right"),
         (lambda *a: flash_formula(*a)[:2], False, "return three tensors"),
         (lambda *a: tuple(t.float() for t in flash_formula(*a)), False, "keep their dtype"),
         (lambda *a: (flash_formula(*a)[0] * 1.1, *flash_formula(*a)[1:]), False, "dq wrong. dV is right"),
@@ -211,6 +226,21 @@ def test_attention_backward_table(capsys, answer, passes, phrase):
     assert ex.check_attention_backward(answer) is passes
     out = capsys.readouterr().out
     assert phrase in out, out
+
+
+def test_attention_backward_swap_hint_only_where_the_swap_explains_the_shape(capsys):
+    """A float32 answer gets the dtype message alone; a swap shows in the shapes where Lq != Lk."""
+    assert not ex.check_attention_backward(lambda *a: tuple(t.float() for t in flash_formula(*a)))
+    out = capsys.readouterr().out
+    assert "keep their dtype" in out and "swap" not in out, out
+
+    def swapped_when_shapes_differ(*args):
+        grads = flash_formula(*args)
+        return itemgetter(1, 0, 2)(grads) if args[0].shape != args[1].shape else grads
+
+    assert not ex.check_attention_backward(swapped_when_shapes_differ)
+    out = capsys.readouterr().out
+    assert "dq has shape (7, 4), expected (5, 4). Did you swap dq and dk?" in out, out
 
 
 def test_attention_backward_accepts_ac_tiled_attention_gradients(capsys):

@@ -3,9 +3,10 @@
 Each ``check_…`` takes the learner's function, prints a verdict through
 :func:`attn_core.exercises.feedback` and returns True/False. It never raises on a wrong answer, and
 it names the usual mistakes distinctly: the softmax gradient passed straight through or missing
-its ``− D`` term, ``D`` summed without ``P`` or over the wrong axis, a flipped sign; in the
-FlashAttention backward ``D = rowsum(dO)`` instead of ``rowsum(dO ∘ O)``, ``P`` recomputed without
-the log-sum-exp or without the scale, ``P dO`` for ``Pᵀ dO``, the scale missing from dQ and dK; in
+its ``− D`` term, ``D`` summed without ``P`` or over the wrong axis, a flipped sign, the log-softmax
+gradient; in the FlashAttention backward ``D = rowsum(dO)`` instead of ``rowsum(dO ∘ O)``, ``P`` recomputed
+without the log-sum-exp or without the scale, ``P dO`` for ``Pᵀ dO``, the scale missing from dQ and dK,
+the ``scale`` argument ignored for ``1/√D``, the sign of dS flipped, dq and dk swapped; in
 a merge a plain average, ``exp`` without the max (overflow), ``max`` or ``+`` for the merged
 log-sum-exp, and NaN for a query that saw no key on either side.
 
@@ -126,6 +127,11 @@ def check_softmax_backward(fn: Callable) -> bool:
                 "D is a P-weighted sum, Σ_j P_j · dP_j, not the mean of dP.",
             ),
             (-expected, "the sign is flipped: dS = P ∘ (dP − D), not P ∘ (D − dP)."),
+            (
+                grad - probs * grad.sum(-1, keepdim=True),
+                "that is the backward of log_softmax (dS = dP − p · Σ dP), whose output is log p. For "
+                "P = softmax(S) itself multiply by p first: dS = P ∘ (dP − rowsum(P ∘ dP)).",
+            ),
         ]
         if probs.ndim >= 2:
             wrong_axis = probs * (grad - (probs * grad).sum(-2, keepdim=True))  # (..., L)
@@ -155,13 +161,19 @@ def reference_attention_backward(q, k, v, out, lse, grad_out, scale):
 
 
 def _backward_cases():
-    # Lq == Lk first: there P dO (for Pᵀ dO) has the right shape and gets its diagnosis.
+    # Lq == Lk first: there P dO (for Pᵀ dO) has the right shape and gets its diagnosis. The last case's scale is
+    # not 1/√D (MLA's is 1/√(nope + rope), a tuned model's anything): an answer that ignores `scale` fails there.
     generator = torch.Generator().manual_seed(22)
-    for shape_q, shape_k in (((2, 3, 6, 8), (2, 3, 6, 8)), ((5, 4), (7, 4)), ((1, 2, 3, 4), (1, 2, 9, 4))):
+    for shape_q, shape_k, scale in (
+        ((2, 3, 6, 8), (2, 3, 6, 8), None),
+        ((5, 4), (7, 4), None),
+        ((1, 2, 3, 4), (1, 2, 9, 4), None),
+        ((2, 4, 8), (2, 6, 8), 0.3),
+    ):
         q = torch.randn(shape_q, dtype=torch.float64, generator=generator)  # (..., Lq, D)
         k = torch.randn(shape_k, dtype=torch.float64, generator=generator)  # (..., Lk, D)
         v = torch.randn(shape_k, dtype=torch.float64, generator=generator)  # (..., Lk, Dv)
-        scale = 1 / math.sqrt(q.shape[-1])
+        scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
         scores = q @ k.transpose(-2, -1) * scale  # (..., Lq, Lk)
         lse = torch.logsumexp(scores, dim=-1)  # (..., Lq)
         out = scores.softmax(-1) @ v  # (..., Lq, Dv)
@@ -205,6 +217,21 @@ def _backward_mistakes(q, k, v, out, lse, grad_out, scale) -> list[tuple[tuple, 
     ]
     right = reference_attention_backward(q, k, v, out, lse, grad_out, scale)
     mistakes.append(((right[1], right[0], right[2]), "you swapped dq and dk: return (dq, dk, dv) in that order."))
+    mistakes.append(
+        (
+            (-right[0], -right[1], right[2]),
+            "dq and dk have the wrong sign, dV is right: dS = P ∘ (dP − D), not P ∘ (D − dP).",
+        )
+    )
+    usual = 1 / math.sqrt(q.shape[-1])
+    if not math.isclose(scale, usual):  # the argument ignored for the usual 1/√D, in P and in dQ, dK
+        mistakes.append(
+            (
+                backward(torch.exp(scores * usual - lse.unsqueeze(-1)), right_d, q_scale=usual),
+                f"you used 1/√D = {usual:.4g} instead of the `scale` you were given ({scale:g}): use the argument "
+                "in P = exp(q kᵀ · scale − lse) and in dQ, dK (MLA's scale, for one, is 1/√(nope + rope)).",
+            )
+        )
     if probs.shape[-1] == probs.shape[-2]:  # P dO has the right shape only when Lq == Lk
         mistakes.append((backward(probs, right_d, dv=probs @ grad_out), "dV = Pᵀ dO (each key collects the "
                          "gradient of every query that read it), not P dO."))  # fmt: skip
@@ -230,9 +257,10 @@ def check_attention_backward(fn: Callable) -> bool:
         for got, want, what in zip(answer, expected, ("dq", "dk", "dv"), strict=True):
             problem = _tensor_problem(got, want, what)
             if problem is not None:
-                if (
+                if (  # a shape that is the other gradient's: the swap explains it (not a dtype or a NaN)
                     what in ("dq", "dk")
                     and isinstance(got, torch.Tensor)
+                    and tuple(got.shape) != tuple(want.shape)
                     and tuple(got.shape) == tuple(expected[1 if what == "dq" else 0].shape)
                 ):
                     problem += " Did you swap dq and dk? Return (dq, dk, dv) in that order."

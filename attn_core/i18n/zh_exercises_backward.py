@@ -89,6 +89,12 @@ CATALOG = [
         "符号反了：dS = P ∘ (dP − D)，不是 P ∘ (D − dP)。",
     ),
     (
+        r"that is the backward of log_softmax \(dS = dP − p · Σ dP\), whose output is log p\. For "
+        r"P = softmax\(S\) itself multiply by p first: dS = P ∘ \(dP − rowsum\(P ∘ dP\)\)\.",
+        "这是 log_softmax 的反向传播（dS = dP − p · Σ dP），它的输出是 log p。"
+        "对 P = softmax(S) 本身，要先乘以 p：dS = P ∘ (dP − rowsum(P ∘ dP))。",
+    ),
+    (
         r"D is summed over the wrong axis: one number per row, \(P \* dP\)\.sum\(dim=-1, keepdim=True\), "
         r"the axis softmax normalised\.",
         "D 求和的轴不对：每行一个数，即 (P * dP).sum(dim=-1, keepdim=True)，也就是 softmax 做归一化的那个轴。",
@@ -121,6 +127,16 @@ CATALOG = [
     (
         r"recompute S with the scale: P = exp\(q kᵀ · scale − lse\); lse was computed from the scaled scores\.",
         "重新计算 S 时要乘上缩放系数：P = exp(q kᵀ · scale − lse)；lse 是由缩放后的分数算出来的。",
+    ),
+    (
+        r"dq and dk have the wrong sign, dV is right: dS = P ∘ \(dP − D\), not P ∘ \(D − dP\)\.",
+        "dq 和 dk 的符号反了，dV 是对的：dS = P ∘ (dP − D)，不是 P ∘ (D − dP)。",
+    ),
+    (
+        r"you used 1/√D = (?P<usual>\S+) instead of the `scale` you were given \((?P<scale>\S+)\): use the "
+        r"argument in P = exp\(q kᵀ · scale − lse\) and in dQ, dK \(MLA's scale, for one, is 1/√\(nope \+ rope\)\)\.",
+        "你用的是 1/√D = {usual}，而不是传给你的 `scale`（{scale}）：在 P = exp(q kᵀ · scale − lse) 以及 dQ、dK "
+        "中都要用这个参数（比如 MLA 的缩放就是 1/√(nope + rope)）。",
     ),
     (
         r"dQ and dK miss the factor scale: S = q kᵀ · scale, so dQ = dS k · scale and dK = dSᵀ q · scale\.",
