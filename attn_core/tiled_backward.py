@@ -12,10 +12,18 @@ Forward: ``S = scale·Q Kᵀ``, ``P = softmax(S)``, ``O = P V``, and per query r
 - ``dQ = dS K · scale`` and ``dK = dSᵀ Q · scale``.
 
 Every term is a sum over tiles, so the tiles can be visited one by one: each recomputes its
-``P = exp(S − lse)`` (already normalised: no running max needed) from the saved lse. The
-memory is one score tile and one dP tile per kv head, as in the forward. With grouped-query
-attention the ``G`` query heads of a kv head are stacked into the rows of one tile, so the
-products ``Pᵀ dO`` and ``dSᵀ Q`` sum the group's contributions into their kv head.
+``P = exp(S − lse)`` (already normalised: no running max needed) from the saved lse.
+
+The loop order is FlashAttention-2's (its Algorithm 2): ``D`` is computed first for every row,
+then the **key tiles are the outer loop**. A key tile ``j`` owns ``dK_j`` and ``dV_j``: they
+are accumulated over the query tiles of the inner loop in a tile-sized buffer (on a GPU, the
+registers of the thread block that owns key tile ``j``) and written once, when the inner loop
+ends. ``dQ_i`` receives a term from every key tile, so it is added into a full-size dQ buffer
+(on a GPU, with atomic adds, since the key tiles run in parallel; here they run one after
+another, so a plain in-place add does it, in a fixed order). The memory is one score
+tile and one dP tile per kv head, as in the forward. With grouped-query attention the ``G``
+query heads of a kv head are stacked into the rows of one tile, so the products ``Pᵀ dO`` and
+``dSᵀ Q`` sum the group's contributions into their kv head.
 """
 
 from __future__ import annotations
@@ -58,23 +66,40 @@ def tiled_attention_backward(
     num_matrices = math.prod(batch) * num_kv_heads  # one independent attention per (batch, kv head)
     device = q.device
 
-    grad_q = torch.zeros(*batch, num_heads, q_len, head_dim, dtype=q.dtype, device=device)  # (..., Hq, Lq, D)
+    # dQ receives a term from every key tile: a full-size accumulator in compute_dtype (the
+    # returned tensor itself when q is already in compute_dtype).
+    grad_q = torch.zeros(*batch, num_heads, q_len, head_dim, dtype=compute_dtype, device=device)  # (..., Hq, Lq, D)
     grad_q_grouped = grad_q.view(num_matrices, group, q_len, head_dim)  # (N, G, Lq, D)
-    # dK and dV receive a term from every query tile: accumulated in compute_dtype.
-    grad_k = torch.zeros(num_matrices, k_len, head_dim, dtype=compute_dtype, device=device)  # (N, Lk, D)
-    grad_v = torch.zeros(num_matrices, k_len, v_dim, dtype=compute_dtype, device=device)  # (N, Lk, Dv)
+    grad_k = torch.zeros(num_matrices, k_len, head_dim, dtype=k.dtype, device=device)  # (N, Lk, D)
+    grad_v = torch.zeros(num_matrices, k_len, v_dim, dtype=v.dtype, device=device)  # (N, Lk, Dv)
+
+    def result() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return grad_q.to(q.dtype), grad_k.view(k.shape), grad_v.view(v.shape)
 
     offset = k_len - q_len  # bottom-right alignment: query i sees keys j <= i + offset
     first_query = min(q_len, max(0, -offset)) if is_causal else 0  # earlier queries see no key
     if k_len == 0:
         first_query = q_len
     if first_query == q_len or (grad_output is None and grad_lse is None):
-        return grad_q, grad_k.view(k.shape).to(k.dtype), grad_v.view(v.shape).to(v.dtype)  # all zeros
+        return result()  # all zeros
     if grad_output is None:  # only lse was used: dO = 0
         grad_output = torch.zeros_like(output)  # (..., Hq, Lq, Dv)
 
-    keys = k.reshape(num_matrices, k_len, head_dim).to(compute_dtype)  # (N, Lk, D)
-    values = v.reshape(num_matrices, k_len, v_dim).to(compute_dtype)  # (N, Lk, Dv)
+    # FA2's preprocessing step: D = rowsum(dO ∘ O) - dlse, one number per row (what dS subtracts
+    # from dP), for all rows at once, before the tile loops.
+    delta = torch.linalg.vecdot(grad_output.to(compute_dtype), output.to(compute_dtype))  # (..., Hq, Lq)
+    if grad_lse is not None:
+        delta -= grad_lse  # (..., Hq, Lq)
+    delta = delta.view(num_matrices, group, q_len)  # (N, G, Lq)
+    lse = lse.view(num_matrices, group, q_len)  # (N, G, Lq)
+    # The inputs with one leading batch dimension (views, or one copy when strided).
+    queries = q.reshape(num_matrices, group, q_len, head_dim)  # (N, G, Lq, D)
+    grad_output = grad_output.reshape(num_matrices, group, q_len, v_dim)  # (N, G, Lq, Dv)
+    keys = k.reshape(num_matrices, k_len, head_dim)  # (N, Lk, D)
+    values = v.reshape(num_matrices, k_len, v_dim)  # (N, Lk, Dv)
+
+    # Query tiles on the forward's grid: [first_query, first_query + block_size), ...
+    query_tiles = [(start, min(start + block_size, q_len)) for start in range(first_query, q_len, block_size)]
     # Flat buffers that every tile is a contiguous view of, as in the forward: the loops
     # allocate nothing of tile size.
     max_rows = group * min(block_size, q_len - first_query)
@@ -84,53 +109,60 @@ def tiled_attention_backward(
         name: torch.empty(num_matrices * max_rows * width, dtype=compute_dtype, device=device)
         for name, width in flat.items()
     }
+    storage["lse"], storage["delta"] = (
+        torch.empty(num_matrices * max_rows, dtype=compute_dtype, device=device) for _ in range(2)
+    )
+    storage["grad_k"] = torch.empty(num_matrices * max_keys * head_dim, dtype=compute_dtype, device=device)
+    storage["grad_v"] = torch.empty(num_matrices * max_keys * v_dim, dtype=compute_dtype, device=device)
 
-    for q_start in range(first_query, q_len, block_size):
-        q_end = min(q_start + block_size, q_len)
-        tile_len = q_end - q_start
-        rows = group * tile_len
-        by_head = (*batch, num_heads, tile_len)  # a tile's rows in the input layout
+    for k_start in range(0, k_len, block_size):  # outer loop: one key tile, which owns dK_j and dV_j
+        k_end = min(k_start + block_size, k_len)
+        tile_keys = k_end - k_start
+        key_tile = keys[:, k_start:k_end].to(compute_dtype)  # (N, Tk, D)
+        value_tile = values[:, k_start:k_end].to(compute_dtype)  # (N, Tk, Dv)
+        grad_k_tile = tile_view(storage["grad_k"], num_matrices, tile_keys, head_dim).zero_()  # (N, Tk, D)
+        grad_v_tile = tile_view(storage["grad_v"], num_matrices, tile_keys, v_dim).zero_()  # (N, Tk, Dv)
 
-        # Contiguous copies that stack the G heads of a kv head into rows, as in the forward.
-        q_tile = tile_view(storage["q"], *by_head, head_dim)  # (..., Hq, Tq, D)
-        torch.mul(q[..., q_start:q_end, :].to(compute_dtype), scale, out=q_tile)  # (..., Hq, Tq, D)
-        q_tile = q_tile.view(num_matrices, rows, head_dim)  # (N, G·Tq, D), scale·q
-        grad_out_tile = tile_view(storage["grad_out"], *by_head, v_dim)  # (..., Hq, Tq, Dv)
-        grad_out_tile.copy_(grad_output[..., q_start:q_end, :])  # (..., Hq, Tq, Dv)
-        # D = rowsum(dO ∘ O) - dlse, one number per row: what dS subtracts from dP.
-        delta = torch.linalg.vecdot(grad_out_tile, output[..., q_start:q_end, :].to(compute_dtype))  # (..., Hq, Tq)
-        if grad_lse is not None:
-            delta -= grad_lse[..., q_start:q_end]  # (..., Hq, Tq)
-        delta = delta.view(num_matrices, rows, 1)  # (N, G·Tq, 1)
-        grad_out_tile = grad_out_tile.view(num_matrices, rows, v_dim)  # (N, G·Tq, Dv)
-        lse_tile = lse[..., q_start:q_end].reshape(num_matrices, rows, 1)  # (N, G·Tq, 1), a small copy
-        grad_q_tile = tile_view(storage["grad_q"], num_matrices, rows, head_dim).zero_()  # (N, G·Tq, D)
+        for q_start, q_end in query_tiles:  # inner loop: every query tile that sees this key tile
+            # Causal: query i sees key tile j only if k_start <= i + offset; the same tiles as the
+            # forward are computed, and the same ones masked.
+            if is_causal and q_end - 1 + offset < k_start:
+                continue
+            tile_len = q_end - q_start
+            rows = group * tile_len
+            by_head = (num_matrices, group, tile_len)  # a tile's rows, the G heads of a kv head apart
 
-        # Causal: the same tiles as the forward are computed, and the same ones masked.
-        keys_end = min(k_len, q_end + offset) if is_causal else k_len
-        unmasked_end = q_start + offset + 1 if is_causal else k_len
-        for k_start in range(0, keys_end, block_size):
-            k_end = min(k_start + block_size, keys_end)
-            tile_keys = k_end - k_start
-            key_tile, value_tile = keys[:, k_start:k_end], values[:, k_start:k_end]  # (N, Tk, D), (N, Tk, Dv)
+            # Contiguous copies that stack the G heads of a kv head into rows, as in the forward.
+            q_tile = tile_view(storage["q"], *by_head, head_dim)  # (N, G, Tq, D)
+            torch.mul(queries[:, :, q_start:q_end].to(compute_dtype), scale, out=q_tile)  # (N, G, Tq, D)
+            q_tile = q_tile.view(num_matrices, rows, head_dim)  # (N, G·Tq, D), scale·q
+            grad_out_tile = tile_view(storage["grad_out"], *by_head, v_dim)  # (N, G, Tq, Dv)
+            grad_out_tile.copy_(grad_output[:, :, q_start:q_end])  # (N, G, Tq, Dv)
+            grad_out_tile = grad_out_tile.view(num_matrices, rows, v_dim)  # (N, G·Tq, Dv)
+            lse_tile = tile_view(storage["lse"], *by_head).copy_(lse[:, :, q_start:q_end])  # (N, G, Tq)
+            lse_tile = lse_tile.view(num_matrices, rows, 1)  # (N, G·Tq, 1)
+            delta_tile = tile_view(storage["delta"], *by_head).copy_(delta[:, :, q_start:q_end])  # (N, G, Tq)
+            delta_tile = delta_tile.view(num_matrices, rows, 1)  # (N, G·Tq, 1)
+
             scores = tile_view(storage["scores"], num_matrices, rows, tile_keys)  # (N, G·Tq, Tk)
             torch.bmm(q_tile, key_tile.transpose(1, 2), out=scores)  # (N, G·Tq, Tk)
-            if k_end > unmasked_end:
+            if is_causal and k_end > q_start + offset + 1:  # the diagonal crosses this tile
                 query_pos = torch.arange(q_start, q_end, device=device).unsqueeze(-1)  # (Tq, 1)
                 future = torch.arange(k_start, k_end, device=device) > query_pos + offset  # (Tq, Tk)
-                scores.view(num_matrices, group, tile_len, tile_keys).masked_fill_(future, -math.inf)  # (N, G, Tq, Tk)
+                scores.view(*by_head, tile_keys).masked_fill_(future, -math.inf)  # (N, G, Tq, Tk)
             # The exact softmax weights, from the saved lse (exp(-inf) = 0 for future keys).
             probs = scores.sub_(lse_tile).exp_()  # (N, G·Tq, Tk)
-            grad_v[:, k_start:k_end].baddbmm_(probs.transpose(1, 2), grad_out_tile)  # (N, Tk, Dv)
+            grad_v_tile.baddbmm_(probs.transpose(1, 2), grad_out_tile)  # (N, Tk, Dv), dV_j += Pᵀ dO_i
             grad_probs = tile_view(storage["grad_probs"], num_matrices, rows, tile_keys)  # (N, G·Tq, Tk)
             torch.bmm(grad_out_tile, value_tile.transpose(1, 2), out=grad_probs)  # (N, G·Tq, Tk)
-            grad_scores = grad_probs.sub_(delta).mul_(probs)  # (N, G·Tq, Tk), dS = P ∘ (dP - D)
-            grad_q_tile.baddbmm_(grad_scores, key_tile)  # (N, G·Tq, D), times scale below
-            grad_k[:, k_start:k_end].baddbmm_(grad_scores.transpose(1, 2), q_tile)  # (N, Tk, D), q_tile has scale
+            grad_scores = grad_probs.sub_(delta_tile).mul_(probs)  # (N, G·Tq, Tk), dS = P ∘ (dP - D)
+            grad_k_tile.baddbmm_(grad_scores.transpose(1, 2), q_tile)  # (N, Tk, D), dK_j += dSᵀ (scale·Q_i)
+            # dQ_i += scale · dS K_j, into the full buffer (FA2's atomic add).
+            grad_q_part = tile_view(storage["grad_q"], num_matrices, rows, head_dim)  # (N, G·Tq, D)
+            grad_q_part.baddbmm_(grad_scores, key_tile, beta=0.0, alpha=scale)  # (N, G·Tq, D), old values ignored
+            grad_q_grouped[:, :, q_start:q_end].add_(grad_q_part.view(*by_head, head_dim))  # (N, G, Tq, D)
 
-        torch.mul(
-            grad_q_tile.view(num_matrices, group, tile_len, head_dim),  # (N, G, Tq, D)
-            scale,
-            out=grad_q_grouped[:, :, q_start:q_end],  # (N, G, Tq, D), cast to q's dtype
-        )
-    return grad_q, grad_k.view(k.shape).to(k.dtype), grad_v.view(v.shape).to(v.dtype)
+        # The key tile is done: dK_j and dV_j are complete, written once (cast to k's, v's dtype).
+        grad_k[:, k_start:k_end] = grad_k_tile  # (N, Tk, D)
+        grad_v[:, k_start:k_end] = grad_v_tile  # (N, Tk, Dv)
+    return result()

@@ -273,6 +273,46 @@ def test_backward_never_materialises_the_score_matrix_and_skips_future_tiles():
     assert calls == {False: 2 * tiles_per_side**2, True: 2 * tiles_per_side * (tiles_per_side + 1) // 2}
 
 
+class ScoreProducts(TorchDispatchMode):
+    """The (query tile, key tile) of every score product ``scale·Q_i K_jᵀ``, in the order they run.
+
+    A product is recognised by its operands: the first equals ``scale·q`` on a query tile, the
+    second ``kᵀ`` on a key tile (exact: the kernel computes ``scale·q`` by the same multiplication).
+    """
+
+    def __init__(self, q: torch.Tensor, k: torch.Tensor, block: int, scale: float) -> None:
+        super().__init__()
+        starts_q, starts_k = range(0, q.shape[-2], block), range(0, k.shape[-2], block)
+        self.query_tiles = [(q[0, :, i : i + block] * scale) for i in starts_q]  # each (H, T, D)
+        self.key_tiles = [k[0, :, j : j + block].transpose(-2, -1) for j in starts_k]  # each (H, D, T)
+        self.order: list[tuple[int, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ == "bmm":
+            left, right = args[0], args[1]
+            i = next((n for n, t in enumerate(self.query_tiles) if torch.equal(t, left)), None)
+            j = next((n for n, t in enumerate(self.key_tiles) if torch.equal(t, right)), None)
+            if i is not None and j is not None:
+                self.order.append((i, j))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
+def test_backward_loops_over_key_tiles_outside_as_flashattention_2(is_causal):
+    """FlashAttention-2's order (its Algorithm 2): key tile j outside, so dK_j and dV_j are finished
+    in one pass, and every query tile that sees it inside; query tiles fully in its past are skipped."""
+    length, block, scale = 40, 10, 0.5
+    q, k, v, grad_out, _ = make_inputs((1,), 2, 2, length, length, 4, 4, seed=12)
+    q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+    out = ac.tiled_attention(q, k, v, is_causal=is_causal, scale=scale, block_size=block)  # (1, 2, 40, 4)
+    recorder = ScoreProducts(q.detach(), k.detach(), block, scale)
+    with recorder:
+        torch.autograd.grad(out, (q, k, v), grad_out)
+    tiles = length // block  # 4
+    expected = [(i, j) for j in range(tiles) for i in range(tiles) if not is_causal or i >= j]
+    assert recorder.order == expected
+
+
 # --------------------------------------------------------------------------- rows that see no key
 
 
