@@ -14,7 +14,26 @@ import torch
 
 from attn_core.masks import causal_mask, check_mask
 
-__all__ = ["scaled_dot_product_attention", "check_qkv", "check_dropout_p"]
+__all__ = ["scaled_dot_product_attention", "check_qkv", "check_dropout_p", "check_scale", "check_flag"]
+
+
+def check_flag(name: str, value: object) -> None:
+    """Raise TypeError unless ``value`` is a bool (``"yes"`` or ``0`` would otherwise be used by truthiness)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}.")
+
+
+def check_scale(scale: object) -> None:
+    """Raise unless ``scale`` is None (``1/sqrt(D)``) or a finite real number (a float, an int, ``np.float32``)."""
+    if scale is None:
+        return
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(
+            f"scale must be a number that multiplies Q Kᵀ (or None for 1/sqrt(head_dim)), got {scale!r} of type "
+            f"{type(scale).__name__}. For a tensor use float(scale)."
+        )
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale!r}: every score would be NaN or ±inf.")
 
 
 def check_dropout_p(dropout_p: float) -> None:
@@ -144,6 +163,8 @@ def scaled_dot_product_attention(
     """
     group = check_qkv(q, k, v)
     check_dropout_p(dropout_p)
+    check_flag("is_causal", is_causal)
+    check_scale(scale)
     *batch, num_heads, q_len, head_dim = q.shape
     num_kv_heads, k_len, v_dim = k.shape[-3], k.shape[-2], v.shape[-1]
     weights_shape = (*batch, num_heads, q_len, k_len)

@@ -195,6 +195,11 @@ class KVCache(BoundToOneLayer):
                 )
         if self._positions is not None:
             self._positions.masked_fill_(self._positions >= length, EMPTY)  # forget the rolled-back tokens
+            # Back in slot order (e.g. after truncate(0)), the ring must say so: a wrapped ring would return
+            # every slot, emptied ones included, and a layer trusts a wrapped ring with no rollback slots to be full.
+            slots = torch.arange(self._slots, device=self._positions.device)  # (slots,)
+            in_order = torch.where(slots < length, slots, EMPTY)  # (slots,): slot p holds position p
+            self._wrapped = self._wrapped and not torch.equal(self._positions, in_order)
         self._length = length
 
     def reset(self) -> None:
@@ -211,6 +216,11 @@ class KVCache(BoundToOneLayer):
             raise ValueError(
                 f"KVCache.update takes keys (B, kv_heads, n, head_dim) and values (B, kv_heads, n, v_dim) "
                 f"with matching first three dims, got keys {tuple(keys.shape)} and values {tuple(values.shape)}."
+            )
+        if self._keys is None and (keys.dtype != values.dtype or keys.device != values.device):
+            raise ValueError(
+                f"keys and values must share one dtype and device, got keys of {keys.dtype} on {keys.device} and "
+                f"values of {values.dtype} on {values.device}. Convert one with .to(other.dtype, other.device)."
             )
         if self.window is not None:
             return self._update_window(keys, values)

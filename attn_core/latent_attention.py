@@ -30,8 +30,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_core.attention import scaled_dot_product_attention
+from attn_core.attention import check_flag, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
+from attn_core.masks import cache_window_mask
 from attn_core.rope import _as_positions, _check_base, apply_rope
 
 __all__ = ["MultiHeadLatentAttention", "RMSNorm"]
@@ -67,9 +68,12 @@ class MultiHeadLatentAttention(nn.Module):
     ``(B, Lq, hidden_dim)``; mask boolean, True = may attend, broadcastable to ``(B, num_heads, Lq, Lk)``;
     ``is_causal`` bottom-right aligned as in :func:`attn_core.scaled_dot_product_attention`; ``cache`` a
     :class:`KVCache` holding the normalised latent ``(B, 1, T, kv_lora_rank)`` as its keys and the rotated
-    shared key ``(B, 1, T, qk_rope_head_dim)`` as its values; ``positions`` ``(Lq,)`` or ``(B, Lq)``, None
-    meaning ``len(cache) .. len(cache) + Lq - 1``. Returns ``(out (B, Lq, hidden_dim), weights (B, H, Lq, Lk))``,
-    the same for ``absorb=False`` and ``absorb=True``. Self-attention only (no ``context``).
+    shared key ``(B, 1, T, qk_rope_head_dim)`` as its values; a ``KVCache(window=W, num_sinks=S)`` is honoured
+    as in every layer here (each query sees its last ``W`` keys and the sinks, whatever the chunking; rollback
+    slots are never attended to), the window mask then replacing ``is_causal``; ``positions`` ``(Lq,)`` or
+    ``(B, Lq)`` of integers >= 0, None meaning ``len(cache) .. len(cache) + Lq - 1``. Returns
+    ``(out (B, Lq, hidden_dim), weights (B, H, Lq, Lk))``, the same for ``absorb=False`` and ``absorb=True``.
+    Self-attention only (no ``context``).
     """
 
     def __init__(
@@ -135,6 +139,12 @@ class MultiHeadLatentAttention(nn.Module):
         if positions is None:
             return torch.arange(start, start + q_len, device=device)  # (Lq,): continues after the cache
         positions = _as_positions(positions, device)  # (Lq,) or (B, Lq)
+        if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
+            if int(positions.min()) < 0:
+                raise ValueError(
+                    f"positions must be >= 0 (token indices), got {positions.tolist()}. Positions count tokens "
+                    "from the start of the sequence: torch.arange(start, start + Lq)."
+                )
         if positions.ndim == 1 and positions.shape[0] == q_len:
             return positions  # (Lq,)
         if positions.ndim == 2 and positions.shape[0] in (1, batch) and positions.shape[1] == q_len:
@@ -147,17 +157,22 @@ class MultiHeadLatentAttention(nn.Module):
     def _check_cache(self, cache: KVCache, batch: int) -> None:
         if not isinstance(cache, KVCache):
             raise TypeError(f"cache must be an attn_core.KVCache, got {type(cache).__name__}.")
-        cache.bind(self)  # one cache per layer: a cache fed by two layers would mix their latents
-        if len(cache) and (
-            cache.keys.shape[:2] != (batch, 1)
-            or cache.keys.shape[-1] != self.kv_lora_rank
-            or cache.values.shape[-1] != self.qk_rope_head_dim
+        if cache._owner is not None:
+            cache.bind(self)  # already owned: another layer's cache is refused first (binding nothing new)
+        held_keys, held_values = cache._keys, cache._values  # (B, Hkv, slots, D), (B, Hkv, slots, Dv): no copy
+        if held_keys is not None and (
+            held_keys.shape[:2] != (batch, 1)
+            or held_keys.shape[-1] != self.kv_lora_rank
+            or held_values.shape[-1] != self.qk_rope_head_dim
         ):
+            keys_shape = (*held_keys.shape[:2], "T", held_keys.shape[-1])
+            values_shape = (*held_values.shape[:2], "T", held_values.shape[-1])
             raise ValueError(
-                f"this cache holds keys {tuple(cache.keys.shape)} and values {tuple(cache.values.shape)}, not the "
+                f"this cache holds keys {keys_shape} and values {values_shape}, not the "
                 f"MLA layout: latent ({batch}, 1, T, {self.kv_lora_rank}) and rotated key ({batch}, 1, T, "
                 f"{self.qk_rope_head_dim}). Give this layer a fresh KVCache() (or call cache.reset())."
             )
+        cache.bind(self)  # after the layout check: a rejected cache stays free for its own layer
 
     def forward(
         self,
@@ -175,6 +190,8 @@ class MultiHeadLatentAttention(nn.Module):
                 f"x must have shape (batch, seq_len, hidden_dim={self.hidden_dim}), got {shape}. "
                 "For one unbatched sequence use .unsqueeze(0). (MLA here is self-attention only.)"
             )
+        check_flag("absorb", absorb)
+        check_flag("is_causal", is_causal)
         batch, q_len, _ = x.shape
         heads, nope, rope, rank = self.num_heads, self.qk_nope_head_dim, self.qk_rope_head_dim, self.kv_lora_rank
         if cache is not None:
@@ -198,6 +215,9 @@ class MultiHeadLatentAttention(nn.Module):
         if cache is not None:
             latent, k_rope = cache.update(latent, k_rope)  # (B, 1, T, rank), (B, 1, T, rope): all cached so far
         k_len = latent.shape[-2]
+        window = cache_window_mask(cache, start, q_len, k_len, device=x.device)  # (Lq, T) or None
+        if window is not None:  # a window cache: keys in slot order, the last W and the sinks visible (causal)
+            mask, is_causal = (window if mask is None else mask & window), False
 
         w_kv = self.kv_b_proj.weight.view(heads, nope + self.v_head_dim, rank)  # (H, nope + v, rank)
         w_uk, w_uv = w_kv[:, :nope], w_kv[:, nope:]  # (H, nope, rank), (H, v, rank)

@@ -20,6 +20,7 @@ additive float masks (``0`` / ``-inf``)        ``-inf``            ``mask_from_a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -35,6 +36,7 @@ __all__ = [
     "mask_to_blocked",
     "mask_to_additive",
     "check_mask",
+    "cache_window_mask",
 ]
 
 
@@ -81,6 +83,52 @@ def prefix_lm_mask(seq_len: int, prefix_len: int, *, device=None) -> torch.Tenso
         raise ValueError(f"prefix_len ({prefix_len}) cannot exceed seq_len ({seq_len}).")
     key_in_prefix = torch.arange(seq_len, device=device) < prefix_len  # (L,)
     return causal_mask(seq_len, device=device) | key_in_prefix  # (L, L)
+
+
+def cache_window_mask(
+    cache: object,
+    start: int,
+    q_len: int,
+    k_len: int,
+    *,
+    sliding_window: int | None = None,
+    device: torch.device | None = None,
+) -> torch.Tensor | None:
+    """What ``q_len`` new queries at positions ``start ..`` may see among the ``k_len`` keys a cache returned.
+
+    The one mask rule for every layer that attends over a ``KVCache`` (``GroupedQueryAttention``,
+    ``MultiHeadLatentAttention``): query ``q`` sees key ``k <= q`` if ``q - k < min(sliding_window,
+    cache.window)`` (the layer's own window and what the cache keeps) or if ``k`` is one of the cache's sinks
+    (``k < cache.num_sinks``). The sinks stay visible whatever the layer's ``sliding_window``: a
+    ``KVCache(window, num_sinks)`` promises "the last W and the first S"; the layer's window bounds the others.
+    Keys sit at ``cache.key_positions`` (a ring buffer's slots, out of order once it wraps; an emptied slot
+    sits at a far-future position, so no query sees it) or, when that is None, at the last ``k_len``
+    positions in order. Returns a boolean ``(q_len, k_len)`` (True = may attend), or None when no window
+    applies or a decode step sees every key it was given (the caller then needs no mask, or only
+    ``is_causal``). ``cache`` may be None or any object; its ``window``, ``num_sinks``, ``max_rollback`` and
+    ``key_positions`` are read when present.
+    """
+    cache_window = getattr(cache, "window", None)
+    if sliding_window is None and cache_window is None:
+        return None
+    num_sinks = getattr(cache, "num_sinks", 0) if cache_window is not None else 0
+    key_index = getattr(cache, "key_positions", None)  # (Lk,) when a ring buffer's slots are out of order
+    window = min(w for w in (sliding_window, cache_window, math.inf) if w is not None)
+    if q_len == 1 and num_sinks == 0:  # a decode step: often every key is visible
+        if key_index is None and k_len <= window:
+            return None  # the last k_len tokens, the query's own included: all inside the window
+        # A wrapped ring of exactly `window` slots and no rollback slots holds the last `window` tokens, all
+        # visible (a KVCache goes back to slot order when a truncate empties it, so a wrapped ring is full here).
+        ring_is_the_window = cache_window is not None and cache_window <= window and cache.max_rollback == 0
+        if key_index is not None and ring_is_the_window:
+            return None
+    query_index = torch.arange(start, start + q_len, device=device)  # (Lq,)
+    if key_index is None:  # keys are the last Lk tokens, in order (bottom-right aligned)
+        key_index = torch.arange(start + q_len - k_len, start + q_len, device=device)  # (Lk,)
+    key_index = key_index.to(device)  # (Lk,)
+    distance = query_index.unsqueeze(-1) - key_index  # (Lq, Lk): how far back each key is
+    is_sink = key_index < num_sinks  # (Lk,): the cache's first S tokens, kept and shown forever
+    return (distance >= 0) & ((distance < window) | is_sink)  # (Lq, Lk): causal; the last W, and the sinks
 
 
 def padding_mask(lengths: Sequence[int] | torch.Tensor, max_len: int | None = None) -> torch.Tensor:

@@ -159,6 +159,11 @@ class PagedKVCache(BoundToOneLayer):
                 "Call the layer once per sequence: layer(x[i : i + 1], cache=paged, seq_id=i)."
             )
         if self._key_pool is None:
+            if keys.dtype != values.dtype or keys.device != values.device:
+                raise ValueError(
+                    f"keys and values must share one dtype and device, got keys of {keys.dtype} on {keys.device} "
+                    f"and values of {values.dtype} on {values.device}. Convert one with .to(other.dtype, other.device)."
+                )
             return
         for name, new, pool in (("keys", keys, self._key_pool), ("values", values, self._value_pool)):
             expected = (1, pool.shape[1], "n", pool.shape[-1])

@@ -5,10 +5,16 @@ Each pair of features of a query or key at position ``m`` is rotated by the angl
 Two layouts of the pairs are in use:
 
 - ``interleaved=False``: pairs ``(i, i + D/2)``, the "rotate half" layout of Hugging Face / Llama;
-- ``interleaved=True``: pairs ``(2i, 2i + 1)``, RoFormer, Meta's original Llama code, DeepSeek, GGUF.
+- ``interleaved=True``: pairs ``(2i, 2i + 1)``, RoFormer, Meta's original Llama code, DeepSeek.
+
+The layout belongs to the model's code, not to a file format. llama.cpp picks the rotary mode per architecture:
+Llama-family GGUF files are interleaved (the converter permutes Hugging Face's q/k weights into that order),
+while Gemma 3's GGUF, for one, is rotate-half with unpermuted weights. Read the architecture, never the extension.
 
 The angles are computed in float64 and only cos/sin are cast to ``x``'s dtype: a float32 angle
-``m · f`` is off by about ``m · 2^-24`` rad, already 3e-3 rad at ``m = 50_000``.
+``m · f`` is off by about ``m · 2^-24`` rad, already 3e-3 rad at ``m = 50_000``. Positions may be negative (a
+rotation backwards: ``R_{-m} = R_m^T``) but must lie within ``±MAX_POSITION`` (2^40): beyond it even a float64
+angle is off by more than ``2^40 · 2^-53 ≈ 1e-4`` rad, and at 2^53 it is meaningless.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from collections.abc import Sequence
 import torch
 
 __all__ = ["apply_rope", "rope_angles"]
+
+MAX_POSITION = 2**40  # |position| bound: a float64 angle m·θ is then within 2^40 · 2^-53 = 2^-13 rad
 
 
 def _check_base(base: float) -> float:
@@ -44,7 +52,17 @@ def _as_positions(positions: torch.Tensor | Sequence[int] | int, device: torch.d
             f"positions must hold integers (token indices), got dtype {positions.dtype}. "
             "Convert with positions.long() (e.g. torch.arange(L) instead of torch.linspace)."
         )
-    return positions.to(device=device, dtype=torch.long)  # (..., L)
+    positions = positions.to(device=device, dtype=torch.long)  # (..., L)
+    # A data-dependent check: skipped while compiling (it would break the graph) and on meta tensors (no data).
+    if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
+        biggest = int(positions.abs().max())
+        if biggest > MAX_POSITION:
+            raise ValueError(
+                f"positions must lie within ±2^40 = ±{MAX_POSITION} (beyond it a float64 angle m·θ loses its "
+                f"precision: the rotation would be noise), got a position of magnitude {biggest}. Positions are "
+                "token indices: pass torch.arange(start, start + L)."
+            )
+    return positions  # (..., L)
 
 
 def rope_angles(positions: torch.Tensor | Sequence[int] | int, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
@@ -69,17 +87,34 @@ def rope_angles(positions: torch.Tensor | Sequence[int] | int, head_dim: int, *,
 
 # A decoding step rotates q and k in every layer at the same few positions: keep the last few (cos, sin)
 # pairs (a real model's 18 layers x q and k need 2 computations per step instead of 36). Values are exactly
-# what computing them afresh gives; only small position sets are kept, and nothing while compiling.
+# what computing them afresh gives; only sets of at most _COS_SIN_CACHE_MAX_POSITIONS positions are kept, at
+# most _COS_SIN_CACHE_SIZE of them (least recently used evicted first), and nothing while compiling (the
+# lookup reads the positions' values, which would break the graph) or for meta tensors (no values).
+# Tensors made under torch.inference_mode() cannot be saved for backward later, so the inference mode is
+# part of the key: a training step never receives an inference tensor made by an earlier evaluation.
 _COS_SIN_CACHE: OrderedDict[tuple, tuple[torch.Tensor, torch.Tensor]] = OrderedDict()
 _COS_SIN_CACHE_SIZE = 8
+_COS_SIN_CACHE_MAX_POSITIONS = 64
 
 
 def _cos_sin(
     positions: torch.Tensor, head_dim: int, base: float, dtype: torch.dtype, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    cacheable = positions.numel() <= 64 and not torch.compiler.is_compiling()
+    cacheable = (
+        positions.numel() <= _COS_SIN_CACHE_MAX_POSITIONS
+        and positions.device.type != "meta"
+        and not torch.compiler.is_compiling()
+    )
     if cacheable:
-        key = (tuple(positions.shape), tuple(positions.flatten().tolist()), head_dim, base, dtype, device)
+        key = (
+            tuple(positions.shape),
+            tuple(positions.flatten().tolist()),
+            head_dim,
+            base,
+            dtype,
+            device,
+            torch.is_inference_mode_enabled(),
+        )
         if key in _COS_SIN_CACHE:
             _COS_SIN_CACHE.move_to_end(key)
             return _COS_SIN_CACHE[key]
@@ -103,13 +138,20 @@ def apply_rope(
     """Rotate ``x (..., L, D)`` by RoPE at ``positions``; returns the same shape and dtype.
 
     ``positions``: integers broadcastable to ``x.shape[:-1]``: ``(L,)`` for one sequence of every
-    batch/head, ``(B, 1, L)`` for per-sequence positions of a ``(B, H, L, D)`` tensor (left padding).
-    ``interleaved=False`` rotates pairs ``(i, i + D/2)`` (Hugging Face / Llama "rotate half");
-    ``True`` rotates ``(2i, 2i + 1)`` (RoFormer, Meta's original code, DeepSeek, GGUF).
+    batch/head, ``(B, 1, L)`` for per-sequence positions of a ``(B, H, L, D)`` tensor (left padding);
+    negative ones rotate backwards; ``|position| <= 2^40``.
+    ``interleaved=False`` rotates pairs ``(i, i + D/2)`` (Hugging Face / Llama "rotate half", Gemma);
+    ``True`` rotates ``(2i, 2i + 1)`` (RoFormer, Meta's original code, DeepSeek, and llama.cpp for the
+    Llama family only: the layout follows the architecture, not the GGUF format).
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.ndim < 1:
         got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
         raise TypeError(f"x must be a floating-point tensor of shape (..., L, D), got {got}.")
+    if not isinstance(interleaved, bool):
+        raise TypeError(
+            f"interleaved must be True (pairs (2i, 2i+1)) or False (pairs (i, i+D/2), rotate half), "
+            f"got {interleaved!r} of type {type(interleaved).__name__}."
+        )
     head_dim = x.shape[-1]
     if head_dim % 2:
         raise ValueError(

@@ -29,13 +29,19 @@ in-place loop runs as is, with no autograd bookkeeping.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
-from attn_core.attention import check_qkv, default_scale
+from attn_core.attention import check_flag, check_qkv, check_scale, default_scale
 from attn_core.tiled_backward import tiled_attention_backward
 
-__all__ = ["tiled_attention", "DEFAULT_BLOCK_SIZE"]
+__all__ = ["tiled_attention", "DEFAULT_BLOCK_SIZE", "TiledAttentionCompileWarning"]
+
+
+class TiledAttentionCompileWarning(UserWarning):
+    """``tiled_attention`` was called inside ``torch.compile``: it runs eagerly there (see its docstring)."""
+
 
 # The fastest of 128 / 256 / 512 on 2 CPU cores at L = 4096 and 8192, 8 heads, D = 64, 1 or 2
 # threads (`bench_tiled_attention.py --sweep`): smaller tiles pay more per-op overhead, larger
@@ -93,9 +99,27 @@ def tiled_attention(
 
     Raises:
         RuntimeError: in backward with ``create_graph=True``: there is no double backward.
+
+    Under ``torch.compile`` this function is not compiled: its tile loop writes in place into
+    strided views (``out=``), which TorchDynamo cannot trace, so Dynamo breaks the graph and runs it
+    eagerly (``torch._dynamo.explain`` counts no graph for it; ``fullgraph=True`` raises
+    ``Unsupported``). The numbers are the eager ones; the code around it still compiles. A
+    :class:`TiledAttentionCompileWarning` says so when it happens. For a compiled memory-efficient
+    kernel use ``F.scaled_dot_product_attention``.
     """
+    if torch.compiler.is_compiling():  # True only while Dynamo traces this body
+        warnings.warn(
+            "tiled_attention runs eagerly under torch.compile: its tile loop writes in place into strided views "
+            "(out=), which TorchDynamo cannot trace, so the graph breaks here. Results are the eager ones; use "
+            "F.scaled_dot_product_attention for a compiled kernel.",
+            TiledAttentionCompileWarning,
+            stacklevel=2,
+        )
     group = check_qkv(q, k, v)  # also: floating dtypes, one device
     check_block_size(block_size)
+    check_flag("is_causal", is_causal)
+    check_flag("return_lse", return_lse)
+    check_scale(scale)
     if scale is None:
         scale = default_scale(q.shape[-1])
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):

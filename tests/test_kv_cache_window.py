@@ -127,8 +127,9 @@ def test_random_chunkings_equal_full_masked_pass(window, num_sinks, sliding, chu
         sizes.append(14 - total)
     layer, twin = make_pair(sliding_window=window if sliding else None, seed=window)
     x = randn(1, 14, HIDDEN, seed=num_sinks)
-    # a plain layer sees what the cache keeps (window or sink); a sliding layer hides the sinks again (both apply)
-    expected, _ = twin(x, mask=window_mask(14, window, 0 if sliding else num_sinks))
+    # what the cache keeps (window or sink); a layer's own sliding window (here the same W) bounds only the
+    # non-sink keys: the cache's sinks stay visible
+    expected, _ = twin(x, mask=window_mask(14, window, num_sinks))
     out, _ = decode(layer, x, sizes, ac.KVCache(window=window, num_sinks=num_sinks))
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
 
@@ -235,7 +236,7 @@ def test_truncate_before_wrap_then_decode_equals_the_shorter_sequence():
     assert len(cache) == 2 and cache.num_cached == 2
     sequence = torch.cat([x[:, :2], other[:, 2:]], dim=1)  # the kept 2 tokens, then new ones: (1, 10, hidden)
     rest, rest_weights = decode(layer, sequence, [1, 3, 1, 3], cache)  # (1, 8, hidden), (1, H, 8, 10)
-    expected, expected_weights = twin(sequence, mask=ac.sliding_window_mask(10, W))
+    expected, expected_weights = twin(sequence, mask=window_mask(10, W, 1))  # the sink stays visible
     torch.testing.assert_close(rest, expected[:, 2:], rtol=0, atol=1e-12)
     torch.testing.assert_close(rest_weights, expected_weights[:, :, 2:], rtol=0, atol=1e-12)
 
@@ -322,7 +323,7 @@ def test_reset_forgets_everything_and_the_cache_is_reusable():
     assert len(cache) == 0 and cache.nbytes == 0 and cache.num_cached == 0 and cache.key_positions is None
     x = randn(1, 11, HIDDEN, seed=11)  # another batch size after the reset
     out, _ = decode(layer, x, [1] * 11, cache)
-    torch.testing.assert_close(out, twin(x, mask=ac.sliding_window_mask(11, W))[0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(out, twin(x, mask=window_mask(11, W, 1))[0], rtol=0, atol=1e-12)  # sink visible
 
 
 @pytest.mark.parametrize(
