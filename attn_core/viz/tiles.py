@@ -33,7 +33,7 @@ from matplotlib.patches import Rectangle
 from attn_core.masks import causal_mask
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 from attn_core.viz.textpaths import TextBatch, text_width
-from attn_core.viz.widgets import Explorer, merge_params
+from attn_core.viz.widgets import Explorer, control_row, merge_params
 
 __all__ = [
     "TILE_DEFAULTS",
@@ -535,8 +535,8 @@ class TilesExplorer(Explorer):
         # Explorer lays the controls out three per row; put Play next to the step slider instead.
         num_rows = -(-len(base_controls) // 3)
         others = [control for name, control in base_controls.items() if name != "step"]
-        rows = [widgets.HBox([self.play, controls["step"]])]
-        rows += [widgets.HBox(others[i : i + 3]) for i in range(0, len(others), 3)]
+        rows = [control_row([self.play, controls["step"]])]
+        rows += [control_row(others[i : i + 3]) for i in range(0, len(others), 3)]
         self.widget.children = (*rows, *self.widget.children[num_rows:])
 
     def update(self, change=None) -> None:

@@ -241,6 +241,20 @@ def figure_png(figure: Figure) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 1)) + chunk(b"IEND", b"")
 
 
+def control_row(children: list):
+    """One row of controls that wraps instead of squeezing: each control keeps its natural width.
+
+    A plain ``HBox`` shrinks its children to fit, so in a narrow output (a phone, a VS Code notebook beside
+    its side bars) three sliders become three handles with no track; wrapped, each stays usable on its line.
+    """
+    import ipywidgets as widgets
+
+    for child in children:
+        child.layout.flex = "0 0 auto"  # never shrink below the natural width: wrap to the next line instead
+        child.layout.max_width = "100%"  # ... unless that width is wider than the whole output
+    return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
+
+
 class Explorer:
     """Controls + a live heatmap + an explanation line + save buttons, as one ipywidgets box.
 
@@ -267,7 +281,7 @@ class Explorer:
         save_png.on_click(lambda _: self.save("png"))
         save_svg.on_click(lambda _: self.save("svg"))
         boxes = list(controls.values())
-        rows = [widgets.HBox(boxes[i : i + 3]) for i in range(0, len(boxes), 3)]
+        rows = [control_row(boxes[i : i + 3]) for i in range(0, len(boxes), 3)]
         # The same display row on every explorer: projector-sized figures, printed values, the colour
         # scale (fixed 0-1 by default, so flat rows look flat), saving.
         start = {name: self.fixed.get(name, DEFAULTS[name]) for name in self.DISPLAY}
@@ -296,8 +310,8 @@ class Explorer:
                 *rows,
                 self.image,
                 self.explanation,
-                widgets.HBox([*display_controls.values()]),
-                widgets.HBox([save_png, save_svg, self.status]),
+                control_row([*display_controls.values()]),
+                control_row([save_png, save_svg, self.status]),
             ],
             layout=widgets.Layout(border="1px solid #ddd", padding="6px"),
         )

@@ -202,10 +202,19 @@ def lab(browser, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 # -------------------------------------------------------------------------------------- browser
 
 
+# A laptop-sized window by default; tests/e2e/test_lab_widgets.py also runs explorers in a narrow (phone-wide,
+# or a VS Code notebook beside the Explorer and a terminal) and a wide window, through ``indirect`` parametrization.
+VIEWPORTS = {"laptop": (1400, 1000), "narrow": (420, 900), "wide": (1920, 1080)}
+
+
 @pytest.fixture
-def page(browser, lab: Lab):
-    """A fresh page (own cookies, no shared state); afterwards its kernels are shut down."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def page(browser, lab: Lab, request: pytest.FixtureRequest):
+    """A fresh page (own cookies, no shared state); afterwards its kernels are shut down.
+
+    Its window is ``VIEWPORTS["laptop"]`` unless the test parametrizes ``page`` indirectly with a VIEWPORTS key.
+    """
+    width, height = VIEWPORTS[getattr(request, "param", "laptop")]
+    context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(30_000)  # bounded: no Playwright call may wait forever
     try:
         yield context.new_page()

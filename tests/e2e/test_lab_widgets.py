@@ -484,3 +484,38 @@ def test_checker_fails_on_error_outputs(page, lab):
         check_notebook(page, lab, notebook)
     assert "RuntimeError: deliberate error" in str(failure.value)
     assert "warning on stderr" in str(failure.value)
+
+
+# Runs in the page: every part of an explorer (figure, controls, explanation) whose right edge sticks out of
+# the notebook's output area, i.e. is cut off or needs a horizontal scroll to be seen.
+OVERFLOW_JS = """box => {
+  const area = (box.closest('.jp-OutputArea-output') || box.parentElement).getBoundingClientRect();
+  const parts = box.querySelectorAll('img, .widget-slider, .widget-dropdown, .widget-html, .widget-button, button');
+  return [...parts].filter(el => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.right > area.right + 1;
+  }).map(el => `${el.className.split(' ')[0] || el.tagName}: right edge ${Math.round(el.getBoundingClientRect().right)}`
+             + ` px > output area's ${Math.round(area.right)} px`);
+}"""
+
+
+@pytest.mark.parametrize("page", ["narrow", "wide"], indirect=True)
+def test_explorer_fits_narrow_and_wide_windows(page, lab, screenshot_dir, request):
+    """An explorer works and nothing of it is cut off in a 420 px window (a phone, or a VS Code notebook squeezed
+    beside its side bars) and in a 1920 px one. VS Code's notebook renderer cannot be driven offline; its narrow,
+    resizable output column is what this stands in for (with the outputs test in tests/test_notebook_outputs.py)."""
+    notebook = "04_grouped_query_attention.ipynb"
+    viewport = request.node.callspec.params["page"]
+    with screenshot_on_failure(page, screenshot_dir, f"04-{viewport}"):
+        open_notebook(page, lab, notebook)
+        if viewport == "narrow":  # as a learner would: close the file browser, which takes 250 of the 420 px
+            page.keyboard.press("Control+b")
+            poll(lambda: not page.locator("#jp-left-stack").is_visible(), 5, "Ctrl+B did not close the left side bar")
+        run_all(page)
+        assert_no_errors(page)
+        check_explorer(page, explorer(page, "gqa"), notebook)
+        box = explorer(page, "gqa")
+        overflowing = box.evaluate(OVERFLOW_JS)
+        assert not overflowing, f"in a {viewport} window the explorer does not fit its output area: {overflowing}"
+        image = box.locator("img").first.bounding_box()
+        assert image["width"] >= 150, f"in a {viewport} window the explorer's figure shrank to {image['width']:.0f} px"
