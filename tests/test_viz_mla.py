@@ -58,8 +58,18 @@ def test_context_lengths():
 
 def test_explanation_gives_the_numbers():
     text = vm.explain_mla_cache()
-    assert "MLA 512 + 64 numbers" in text and "70,272 B per token" in text
+    assert "70,272 B per token" in text
     assert f"{2 * 128 * 128 / 576:.3g}× for MHA" in text
+
+
+def test_explanation_shows_the_arithmetic_behind_the_mha_ratio():
+    # Notebook 09 gives two "MHA" numbers for DeepSeek-V3 (56.9× for head_dim-wide K and V, 71× for V3's own
+    # 192-wide keys): the line must say which one its bar is, with the products that make 56.9×.
+    text = vm.explain_mla_cache()
+    assert "MHA 2·128·128 = 32,768" in text and "MLA 512 + 64 = 576 numbers" in text
+    assert "GQA 2·8·128 = 2,048" in text and "MQA 2·128 = 256" in text
+    assert "head_dim 128 for K and for V" in text
+    assert 32_768 / 576 == pytest.approx(56.9, abs=0.05)
 
 
 @pytest.mark.parametrize(

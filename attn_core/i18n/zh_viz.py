@@ -197,11 +197,14 @@ EXPLAIN_ROPE = [
 EXPLAIN_MLA = [
     # mla.explain_mla_cache
     (
-        rf"per token per layer: MHA 2·(?P<h>{NUM})·(?P<d>{NUM}), GQA 2·(?P<kv>{NUM})·(?P<d2>{NUM}), "
-        rf"MQA 2·(?P<d3>{NUM}), MLA (?P<rank>{NUM}) \+ (?P<rope>{NUM}) numbers\. "
+        rf"per token per layer: MHA 2·(?P<h>{NUM})·(?P<d>{NUM}) = (?P<n_mha>{NUM}), "
+        rf"GQA 2·(?P<kv>{NUM})·(?P<d2>{NUM}) = (?P<n_gqa>{NUM}), MQA 2·(?P<d3>{NUM}) = (?P<n_mqa>{NUM}), "
+        rf"MLA (?P<rank>{NUM}) \+ (?P<rope>{NUM}) = (?P<n_mla>{NUM}) numbers "
+        rf"\(MHA, GQA and MQA with head_dim (?P<d4>{NUM}) for K and for V\)\. "
         rf"MLA caches (?P<bytes>{NUM}) B per token \((?P<total>{NUM} (?:GiB|MiB|KiB|B)) at (?P<at>{NUM}) tokens\); "
         rf"the others cache (?P<mha>{NUM})× for MHA, (?P<gqa>{NUM})× for GQA, (?P<mqa>{NUM})× for MQA\.",
-        "每个词元每层缓存的数值个数：MHA 2·{h}·{d}，GQA 2·{kv}·{d2}，MQA 2·{d3}，MLA {rank} + {rope}。"
+        "每个词元每层缓存的数值个数：MHA 2·{h}·{d} = {n_mha}，GQA 2·{kv}·{d2} = {n_gqa}，MQA 2·{d3} = {n_mqa}，"
+        "MLA {rank} + {rope} = {n_mla}（MHA、GQA、MQA 的 K 和 V 都按 head_dim {d4} 计）。"
         "MLA 每个词元缓存 {bytes} B（{at} 个词元共 {total}）；"
         "其他方式的缓存是它的 MHA {mha}×、GQA {gqa}×、MQA {mqa}×。",
     ),

@@ -174,10 +174,14 @@ def explain_mla_cache(**overrides) -> str:
     p = _params(overrides)
     b = cache_bytes_per_token(**overrides)
     ratios = ", ".join(f"{b[k] / b['MLA']:.3g}× for {k}" for k in ("MHA", "GQA", "MQA"))
-    at = p["max_context"]
+    at, d = p["max_context"], p["head_dim"]
+    # the products written out: the MHA bar is a plain MHA with head_dim-wide K and V (the DeepSeek-V2 paper's
+    # comparison), which is not the same number as MLA's own up-projected keys (nope + rope wide) would give
     return (
-        f"per token per layer: MHA 2·{p['num_heads']}·{p['head_dim']}, GQA 2·{p['num_kv_heads']}·{p['head_dim']}, "
-        f"MQA 2·{p['head_dim']}, MLA {p['kv_lora_rank']} + {p['qk_rope_head_dim']} numbers. "
+        f"per token per layer: MHA 2·{p['num_heads']}·{d} = {2 * p['num_heads'] * d:,}, "
+        f"GQA 2·{p['num_kv_heads']}·{d} = {2 * p['num_kv_heads'] * d:,}, MQA 2·{d} = {2 * d:,}, "
+        f"MLA {p['kv_lora_rank']} + {p['qk_rope_head_dim']} = {p['kv_lora_rank'] + p['qk_rope_head_dim']:,} numbers "
+        f"(MHA, GQA and MQA with head_dim {d} for K and for V). "
         f"MLA caches {b['MLA']:,} B per token ({_human(b['MLA'] * at)} at {at:,} tokens); the others cache {ratios}."
     )
 
