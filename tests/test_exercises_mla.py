@@ -119,7 +119,9 @@ QUERY_MISTAKES = {
     "W_UK transposed": lambda q, w: q @ w.mT,
     "summed W_UK over the heads": lambda q, w: q @ w.sum(0, keepdim=True),
     "head 0's W_UK": lambda q, w: q @ w[:1],
-    "softmax scale": lambda q, w: (q @ w) * q.shape[-1] ** -0.5,
+    "a softmax scale of nope**-0.5": lambda q, w: (q @ w) * q.shape[-1] ** -0.5,
+    "a softmax scale of kv_lora_rank**-0.5": lambda q, w: (q @ w) * w.shape[-1] ** -0.5,  # nope = rank in case 1
+    "wrong numbers; the absorbed query is": lambda q, w: (q @ w) * (1.0 if q.shape[-1] == w.shape[-1] else 1.5),
 }
 
 
@@ -168,6 +170,19 @@ def key_narrow(compressed_kv, positions, kv_lora_rank, base):
     return ac.apply_rope(k, positions, base=base, interleaved=True).unsqueeze(1)  # (B, 1, T, rope)
 
 
+def hf_deinterleaved_key(compressed_kv, positions, kv_lora_rank, base):
+    """Hugging Face's DeepSeek-V3 helper: rotate-half on the de-interleaved features, returned de-interleaved."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave
+
+    k = compressed_kv[..., kv_lora_rank:].unsqueeze(1)  # (B, 1, T, rope)
+    d = k.shape[-1]
+    inv_freq = base ** -(torch.arange(0, d, 2, dtype=torch.float64) / d)  # (rope/2,)
+    angles = torch.cat([positions.double()[:, None] * inv_freq] * 2, dim=-1)  # (T, rope): HF's cos/sin layout
+    cos, sin = angles.cos().to(k.dtype)[None], angles.sin().to(k.dtype)[None]  # (1, T, rope)
+    _, k_rot = apply_rotary_pos_emb_interleave(k, k, cos, sin)  # (B, 1, T, rope): evens first, then odds
+    return k_rot
+
+
 KEY_MISTAKES = {
     "not rotated": lambda c, p, kv_lora_rank, base: c[..., kv_lora_rank:][:, None],
     "wrong layout": lambda c, p, kv_lora_rank, base: ac.apply_rope(c[..., kv_lora_rank:], p, base=base)[:, None],
@@ -181,6 +196,13 @@ KEY_MISTAKES = {
         -1, 4, -1, -1
     ),
     "add the head axis": lambda c, p, kv_lora_rank, base: ex.decoupled_key(c, p, kv_lora_rank, base)[:, 0],
+    "the head axis is in the wrong place": lambda c, p, kv_lora_rank, base: ex.decoupled_key(
+        c, p, kv_lora_rank, base
+    ).transpose(1, 2),  # (B, T, 1, rope)
+    "Hugging Face's de-interleaved order": lambda c, p, kv_lora_rank, base: hf_deinterleaved_key(
+        c, p, kv_lora_rank, base
+    ),
+    "you ignored `base`": lambda c, p, kv_lora_rank, base: ex.decoupled_key(c, p, kv_lora_rank, 10000.0),
 }
 
 

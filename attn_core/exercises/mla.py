@@ -4,9 +4,10 @@ Each ``check_…`` takes the learner's function, prints a verdict through
 :func:`attn_core.exercises.feedback` and returns True/False. It never raises on a wrong answer, and it
 names the usual MLA mistakes distinctly: the rotary part of the cache forgotten, per-head keys (and
 values) cached as in MHA, the values counted as if the latent did not already stand for them, the
-layers forgotten; ``W_UK`` transposed or taken from the value rows; the shared rotary key not rotated,
-rotated in the wrong layout, taken from the wrong end of ``kv_a_proj_with_mqa``'s output, copied per head
-or rotated at positions 0..T-1 instead of the given ones.
+layers forgotten; ``W_UK`` transposed, summed over the heads or head 0's for all, a softmax scale folded into
+the absorbed query; the shared rotary key not rotated, rotated in the wrong layout or returned in Hugging Face's
+de-interleaved order, taken from the wrong end of ``kv_a_proj_with_mqa``'s output, copied per head or with its
+head axis in the wrong place, rotated at positions 0..T-1 instead of the given ones or with the base ignored.
 
 The references are written out here on purpose: a grader must not share a bug with the code it grades.
 """
@@ -194,6 +195,7 @@ def check_absorbed_query(fn: Callable) -> bool:
     (head h's key up-projection: ``k_nope[h] = c @ w_uk[h].T``). Return the absorbed query ``(B, H, L, kv_lora_rank)``
     whose product with the latent ``c (B, 1, T, kv_lora_rank)`` gives the same scores as ``q_nope @ k_nope.mT``."""
     name = "the absorbed query"
+    ambiguous = None  # a scale folded in where nope == kv_lora_rank: which one shows in the next case
     for q_nope, w_uk in _query_cases():
         answer, problem = call_learner(fn, q_nope.clone(), w_uk.clone())
         if problem is not None:
@@ -212,9 +214,10 @@ def check_absorbed_query(fn: Callable) -> bool:
         if _close(answer, expected):
             continue
         where = f"q_nope {tuple(q_nope.shape)}, w_uk {tuple(w_uk.shape)}"
+        nope, rank = w_uk.shape[-2:]
         candidates = [
             (
-                q_nope @ w_uk.mT,
+                q_nope @ w_uk.mT if nope == rank else None,  # W_UK transposed multiplies only when nope == rank
                 "you used W_UK transposed: k_nope = c @ w_uk.T, so the scores are q_nope @ w_uk @ c.T; the query "
                 "is multiplied by w_uk itself (over its nope axis), not by w_uk.T.",
             ),
@@ -226,17 +229,32 @@ def check_absorbed_query(fn: Callable) -> bool:
                 q_nope @ w_uk[:1],
                 "you used head 0's W_UK for every head: broadcast the (H, nope, r) weight over the heads.",
             ),
+        ]
+        scales = [
             (
-                (q_nope @ w_uk) * q_nope.shape[-1] ** -0.5,
+                nope**-0.5,
                 "you folded a softmax scale of nope**-0.5 into the query: the scale belongs to the scores, and MLA's "
                 "is (nope + rope)**-0.5; return the plain absorbed query.",
             ),
+            (
+                rank**-0.5,
+                "you folded a softmax scale of kv_lora_rank**-0.5 into the query: the absorbed query lives in the "
+                "latent space, but the scores keep MLA's scale (nope + rope)**-0.5, applied to the scores; return "
+                "the plain absorbed query.",
+            ),
         ]
-        for candidate, diagnosis in candidates:
-            if candidate.shape == expected.shape and _close(answer, candidate):
+        for factor, diagnosis in scales:
+            if _close(answer, expected * factor):
+                if nope == rank:  # both scales give these numbers: the next case (nope != rank) tells them apart
+                    ambiguous = ambiguous or f"{where}: {diagnosis}"
+                    break
                 return feedback(name, f"{where}: {diagnosis}")
-        return feedback(name, f"{where}: wrong numbers; the absorbed query is q_nope @ w_uk (per head).")
-    return feedback(name, None)
+        else:
+            for candidate, diagnosis in candidates:
+                if candidate is not None and candidate.shape == expected.shape and _close(answer, candidate):
+                    return feedback(name, f"{where}: {diagnosis}")
+            return feedback(name, f"{where}: wrong numbers; the absorbed query is q_nope @ w_uk (per head).")
+    return feedback(name, ambiguous)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,7 +291,20 @@ def check_decoupled_key(fn: Callable) -> bool:
             return feedback(name, problem)
         expected = decoupled_key(ckv, positions, rank, base)  # (B, 1, T, rope)
         batch, length, rope = ckv.shape[0], ckv.shape[1], ckv.shape[-1] - rank
-        if isinstance(answer, torch.Tensor) and answer.dim() == 4 and answer.shape[1] > 1 and answer.shape[0] == batch:
+        if isinstance(answer, torch.Tensor) and tuple(answer.shape) == (batch, length, 1, rope):
+            return feedback(
+                name,
+                f"you returned {tuple(answer.shape)}: the head axis is in the wrong place, (B, T, 1, rope) is the "
+                "layout of a projection's output before .transpose(1, 2). The cache is (B, 1, T, rope) = "
+                f"{tuple(expected.shape)}: k_rope[:, None] (or .transpose(1, 2)).",
+            )
+        if (
+            isinstance(answer, torch.Tensor)
+            and answer.dim() == 4
+            and answer.shape[1] > 1
+            and answer.shape[0] == batch
+            and answer.shape[2] == length
+        ):
             return feedback(
                 name,
                 f"you returned {tuple(answer.shape)}: a rotary key per head. DeepSeek's rotary key is shared: "
@@ -313,7 +344,21 @@ def check_decoupled_key(fn: Callable) -> bool:
                 apply_rope(tail, torch.arange(length), base=base, interleaved=True)[:, None],
                 "you ignored `positions` and rotated at 0..T-1: a decoding step's key sits at its absolute position.",
             ),
+            (
+                expected[..., torch.cat([torch.arange(0, rope, 2), torch.arange(1, rope, 2)])],
+                "the right rotated numbers in Hugging Face's de-interleaved order (features 0, 2, 4, ... then 1, 3, "
+                "5, ...: what apply_rotary_pos_emb_interleave returns). Inside a model that order is harmless when "
+                "q_rope gets the same permutation (the scores do not change), but this cache keeps DeepSeek's "
+                "order, each pair (2i, 2i+1) in place: ac.apply_rope(..., interleaved=True).",
+            ),
         ]
+        if base != 10000.0:
+            candidates.append(
+                (
+                    apply_rope(tail, positions, base=10000.0, interleaved=True)[:, None],
+                    f"you ignored `base` and rotated with 10000: use the base you were given ({base:g}).",
+                )
+            )
         for candidate, diagnosis in candidates:
             if _close(answer, candidate):
                 return feedback(name, f"{where}: {diagnosis}")

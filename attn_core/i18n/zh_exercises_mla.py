@@ -142,6 +142,13 @@ CATALOG = [
         "请返回不带缩放的吸收后查询。",
     ),
     (
+        r"you folded a softmax scale of kv_lora_rank\*\*-0\.5 into the query: the absorbed query lives in the "
+        r"latent space, but the scores keep MLA's scale \(nope \+ rope\)\*\*-0\.5, applied to the scores; return "
+        r"the plain absorbed query\.",
+        "你把 kv_lora_rank**-0.5 的 softmax 缩放因子折叠进了查询：吸收后的查询位于潜空间，但分数的缩放仍是 MLA 的 "
+        "(nope + rope)**-0.5，而且作用在分数上；请返回不带缩放的吸收后查询。",
+    ),
+    (
         r"wrong numbers; the absorbed query is q_nope @ w_uk \(per head\)\.",
         "数值不对；吸收后的查询是 q_nope @ w_uk（逐头相乘）。",
     ),
@@ -151,6 +158,13 @@ CATALOG = [
         rf"\(B, 1, T, rope\) = (?P<expected>{_SHAPE}) and let it broadcast over the query heads\.",
         "你返回的是 {shape}：每个头一个旋转键。DeepSeek 的旋转键是共享的：只缓存一个头 (B, 1, T, rope) = {expected}，"
         "让它在各个查询头上广播。",
+    ),
+    (
+        rf"you returned (?P<shape>{_SHAPE}): the head axis is in the wrong place, \(B, T, 1, rope\) is the layout of "
+        rf"a projection's output before \.transpose\(1, 2\)\. The cache is \(B, 1, T, rope\) = (?P<expected>{_SHAPE}): "
+        r"k_rope\[:, None\] \(or \.transpose\(1, 2\)\)\.",
+        "你返回的是 {shape}：头轴的位置不对，(B, T, 1, rope) 是投影输出在 .transpose(1, 2) 之前的布局。"
+        "缓存的形状是 (B, 1, T, rope) = {expected}：用 k_rope[:, None]（或 .transpose(1, 2)）。",
     ),
     (
         rf"add the head axis: \(B, 1, T, rope\) = (?P<expected>{_SHAPE}), e\.g\. k_rope\[:, None\]\.",
@@ -180,6 +194,20 @@ CATALOG = [
     (
         r"you ignored `positions` and rotated at 0\.\.T-1: a decoding step's key sits at its absolute position\.",
         "你忽略了 `positions`，按 0..T-1 做了旋转：解码步骤中的键位于它的绝对位置上。",
+    ),
+    (
+        r"the right rotated numbers in Hugging Face's de-interleaved order \(features 0, 2, 4, \.\.\. then 1, 3, "
+        r"5, \.\.\.: what apply_rotary_pos_emb_interleave returns\)\. Inside a model that order is harmless when "
+        r"q_rope gets the same permutation \(the scores do not change\), but this cache keeps DeepSeek's order, "
+        r"each pair \(2i, 2i\+1\) in place: ac\.apply_rope\(\.\.\., interleaved=True\)\.",
+        "数值是对的旋转结果，但用的是 Hugging Face 的去交错顺序（先是特征 0, 2, 4, ...，再是 1, 3, 5, ...："
+        "即 apply_rotary_pos_emb_interleave 的返回值）。在模型内部，只要 q_rope 也做同样的置换，这个顺序无害"
+        "（分数不变）；但这个缓存保持 DeepSeek 的顺序，每一对 (2i, 2i+1) 留在原位："
+        "ac.apply_rope(..., interleaved=True)。",
+    ),
+    (
+        r"you ignored `base` and rotated with 10000: use the base you were given \((?P<base>[\w.+-]+)\)\.",
+        "你忽略了 `base`，按 10000 做了旋转：请用传给你的 base（{base}）。",
     ),
     (
         r"wrong numbers; rotate compressed_kv\[\.\.\., kv_lora_rank:\] at `positions`\.",
