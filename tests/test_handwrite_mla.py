@@ -15,6 +15,7 @@ from attn_core.latent_attention import RMSNorm
 def mla_class(
     *, rope="ok", rope_on=None, per_head_cache=False, cache_up=False, scale="ok", norm=True, split_a="ok",
     layout="interleaved", positions="ok", float32=False, einsum=False, nn_rmsnorm=False, split_b="ok", causal=True,
+    eps=1e-6,
 ):  # fmt: skip
     """A naive MLA answer, correct unless one of the flags replays a mistake."""
 
@@ -28,7 +29,7 @@ def mla_class(
             self.base = rope_base
             self.q_proj = nn.Linear(hidden_dim, num_heads * (qk_nope_head_dim + qk_rope_head_dim), bias=False)
             self.kv_a_proj_with_mqa = nn.Linear(hidden_dim, kv_lora_rank + qk_rope_head_dim, bias=False)
-            self.kv_a_layernorm = nn.RMSNorm(kv_lora_rank, eps=1e-6) if nn_rmsnorm else RMSNorm(kv_lora_rank)
+            self.kv_a_layernorm = nn.RMSNorm(kv_lora_rank, eps=eps) if nn_rmsnorm else RMSNorm(kv_lora_rank)
             self.kv_b_proj = nn.Linear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False)
             self.o_proj = nn.Linear(num_heads * v_head_dim, hidden_dim, bias=False)
 
@@ -137,6 +138,8 @@ def test_correct_answers_pass(capsys, flags):
         ({"positions": "restart"}, "positions restart at 0"),
         ({"split_b": "v_first"}, "kv_b_proj's output split in the wrong order"),
         ({"causal": False}, "no causal mask"),
+        ({"nn_rmsnorm": True, "eps": None}, "kv_a_layernorm has eps=None"),  # nn.RMSNorm(dim), the natural slip
+        ({"nn_rmsnorm": True, "eps": 1e-5}, "kv_a_layernorm uses eps=1e-05"),
     ],
 )
 def test_each_mistake_is_named(capsys, flags, phrase):

@@ -308,6 +308,11 @@ def _layer_problem(layer, ref: MultiHeadLatentAttention) -> str | None:
         if getattr(mine, "bias", None) is not None:
             return f"self.{n} has a bias; DeepSeek's projections have none: bias=False."
     eps = getattr(norm, "eps", None)
+    if hasattr(norm, "eps") and eps is None:  # nn.RMSNorm(dim): the eps of the input's dtype, 2.2e-16 in float64
+        return (
+            "kv_a_layernorm has eps=None (nn.RMSNorm's default), so it uses torch.finfo(x.dtype).eps; DeepSeek's "
+            "RMSNorm uses eps=1e-6: nn.RMSNorm(kv_lora_rank, eps=1e-6)."
+        )
     if isinstance(eps, float) and abs(eps - 1e-6) > 1e-12:
         return f"kv_a_layernorm uses eps={eps:g}; DeepSeek's RMSNorm uses eps=1e-6."
     with torch.no_grad():

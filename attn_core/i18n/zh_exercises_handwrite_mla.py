@@ -44,6 +44,12 @@ CATALOG = [
         "self.{name} 带有偏置；DeepSeek 的投影都没有偏置：bias=False。",
     ),
     (
+        r"kv_a_layernorm has eps=None \(nn\.RMSNorm's default\), so it uses torch\.finfo\(x\.dtype\)\.eps; "
+        r"DeepSeek's RMSNorm uses eps=1e-6: nn\.RMSNorm\(kv_lora_rank, eps=1e-6\)\.",
+        "kv_a_layernorm 的 eps=None（nn.RMSNorm 的默认值），于是它用的是 torch.finfo(x.dtype).eps；"
+        "DeepSeek 的 RMSNorm 用 eps=1e-6：nn.RMSNorm(kv_lora_rank, eps=1e-6)。",
+    ),
+    (
         r"kv_a_layernorm uses eps=(?P<eps>\S+); DeepSeek's RMSNorm uses eps=1e-6\.",
         "kv_a_layernorm 用的是 eps={eps}；DeepSeek 的 RMSNorm 用 eps=1e-6。",
     ),
