@@ -82,6 +82,15 @@ def rope_arange(x, positions, base):
     return rope_half(x, torch.arange(x.shape[-2]), base)
 
 
+def rope_cos_repeat_interleaved(x, positions, base):
+    """Meta's cos/sin layout (each angle twice in a row) with Hugging Face's rotate_half: a common porting bug."""
+    d = x.shape[-1]
+    inv_freq = base ** -(torch.arange(0, d, 2, dtype=torch.float64) / d)  # (D/2,)
+    angles = (positions.to(torch.float64)[:, None] * inv_freq).repeat_interleave(2, dim=-1)  # (L, D)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]  # (..., L, D/2) each
+    return x * angles.cos().to(x.dtype) + torch.cat([-x2, x1], dim=-1) * angles.sin().to(x.dtype)
+
+
 @pytest.mark.parametrize(
     ("answer", "passes", "phrase"),
     [
@@ -97,6 +106,10 @@ def rope_arange(x, positions, base):
         (rope_wrong_freq, False, "wrong frequency formula"),
         (rope_wrong_sign, False, "turns the wrong way"),
         (rope_arange, False, "you ignored `positions`"),
+        (lambda x, p, b: rope_half(x, p + 1, b), False, "off by one: you rotated the token at position m by (m + 1)"),
+        (lambda x, p, b: rope_half(x, p - 1, b), False, "off by one: you rotated the token at position m by (m − 1)"),
+        (lambda x, p, b: rope_half(x, p, 10000.0), False, "you ignored `base` and used 10000: use the base you were"),
+        (rope_cos_repeat_interleaved, False, "cos/sin are laid out for the interleaved layout"),
         (lambda x, p, b: x, False, "returned x unchanged"),
         (lambda x, p, b: rope_half(x, p, b).float(), False, "RoPE must keep the dtype"),
         (lambda x, p, b: rope_half(x, p, b)[..., :-1], False, "wrong shape"),
@@ -108,6 +121,24 @@ def test_rotate_half_table(capsys, answer, passes, phrase):
     assert ex.check_rotate_half_rope(answer) is passes
     out = capsys.readouterr().out
     assert phrase in out, out
+
+
+def test_float32_angle_figures_are_measured():
+    """The numbers FLOAT32_ANGLES quotes, measured: the tutorial / Hugging Face float32 angles vs float64."""
+    d, base = 64, 10000.0
+    positions = torch.arange(65_536)  # (L,)
+    inv32 = 1.0 / (base ** (torch.arange(0, d, 2).float() / d))  # (D/2,) float32, as LlamaRotaryEmbedding
+    inv64 = base ** -(torch.arange(0, d, 2, dtype=torch.float64) / d)  # (D/2,)
+    error = (positions.float()[:, None] * inv32).double() - positions.double()[:, None] * inv64  # (L, D/2)
+    error = error.abs()
+    assert float(error[:, 0].max()) == 0.0  # pair 0: position · 1.0, an integer below 2^24, is exact
+    assert float(((inv32.double() - inv64).abs() / inv64).max()) <= 7e-8
+    assert f"{float(error[65_535].max()):.0e}" == "7e-04"  # at position 65,535
+    assert f"{float(error.max()):.1e}" == "2.4e-03"  # over positions 0 .. 65,535
+    assert float(error[32_768:].max()) >= 2**-9  # the product's own rounding: half of 2^-8 between 32,768 and 65,536
+    message = ex.FLOAT32_ANGLES
+    for figure in ("7e-8", "2^-8", "7e-4 rad at position 65,535", "2.4e-3 rad at positions below 65,536"):
+        assert figure in message, figure
 
 
 @pytest.mark.skipif(not hasattr(ac, "apply_rope"), reason="ac.apply_rope not there yet")
@@ -182,11 +213,11 @@ def decode_top_left(q, k, v, cache_k, cache_v, base):
     return F.scaled_dot_product_attention(q, keys, values, is_causal=True), keys, values  # sees key 0 only
 
 
-def _decode_mistake(position_of=None, rotate_v=False, after_cache=False, rerotate=False):
+def _decode_mistake(position_of=None, rotate_v=False, after_cache=False, rerotate=False, q_position_of=None):
     def step(q, k, v, cache_k, cache_v, base):
         t = cache_k.shape[-2]
         position = torch.tensor([position_of(t) if position_of else t])
-        q = ex.reference_rope(q, position, base=base)
+        q = ex.reference_rope(q, torch.tensor([q_position_of(t)]) if q_position_of else position, base=base)
         if rerotate:
             cache_k = ex.reference_rope(cache_k, position.expand(t), base=base)
         if rotate_v:
@@ -219,6 +250,8 @@ def _decode_mistake(position_of=None, rotate_v=False, after_cache=False, rerotat
         (_decode_mistake(after_cache=True), False, "your cache holds the new key BEFORE rotation"),
         (_decode_mistake(rerotate=True), False, "you rotated the cached keys again"),
         (_decode_mistake(position_of=lambda t: t + 1), False, "off by one"),
+        (_decode_mistake(q_position_of=lambda t: 0), False, "the cache is right, but the query is not rotated"),
+        (_decode_mistake(q_position_of=lambda t: t + 1), False, "you rotated the query at position 4: q and k"),
         (decode_top_left, False, "aligns the mask top-left"),
         (lambda q, k, v, ck, cv, b: decode_right(q, k, v, ck, cv, b)[0], False, "return three things"),
         (lambda q, k, v, ck, cv, b: (*decode_right(q, k, v, ck, cv, b)[:2], cv), False, "cache_v should be"),

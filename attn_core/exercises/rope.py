@@ -3,10 +3,11 @@
 Each ``check_…`` takes the learner's function, prints a verdict through
 :func:`attn_core.exercises.feedback` and returns True/False. It never raises on a wrong answer,
 and it names the usual RoPE mistakes distinctly: the interleaved layout where rotate-half was
-asked (or the reverse), the rotation turned the wrong way, the frequency formula
-``base^(-i/D)`` instead of ``base^(-2i/D)``, angles computed in float32, ``positions`` ignored,
-positions that restart at 0 in every decoding step, V rotated, keys cached before they were
-rotated, and the GGUF → Hugging Face row permutation inverted or applied across heads.
+asked (or the reverse), cos/sin laid out for the interleaved layout (``repeat_interleave(2)``) but
+applied with rotate-half, the rotation turned the wrong way, the frequency formula ``base^(-i/D)``
+instead of ``base^(-2i/D)``, ``base`` ignored, angles computed in float32, ``positions`` ignored or off by
+one, positions that restart at 0 in every decoding step, the query left unrotated, V rotated, keys cached
+before they were rotated, and the GGUF → Hugging Face row permutation inverted or applied across heads.
 
 The reference rotation here is written out in float64 on purpose: a grader must not share a bug
 with the code it grades.
@@ -109,16 +110,42 @@ WRONG_FREQUENCY = (
     "wrong frequency formula: pair i must turn by base^(-2i/D) per position (torch.arange(0, D, 2) / D); "
     "you used base^(-i/D), so the low-frequency pairs turn too fast."
 )
+# The figures below are measured with the tutorial / Hugging Face code (inv_freq = 1 / base ** (arange(0, D, 2).float()
+# / D), angles = positions.float()[:, None] * inv_freq) against float64 angles, D = 64, base 10,000: pair 0 exact
+# everywhere; 7.1e-4 rad at position 65,535 (pair 5); 2.4e-3 rad at most over positions 0..65,535 (pair 1,
+# position 65,333); inv_freq's relative error 7.0e-8 at most (tests/test_exercises_rope.py measures them again).
 FLOAT32_ANGLES = (
-    "the angles were computed in float32: your answer is off by {error:.0e}, float32 rounding of position·θ "
-    "(~7 digits: at position 65,535 an angle can be off by ~4e-3 rad). Compute positions·θ in float64 "
-    "(positions.to(torch.float64) times a float64 θ), then cast cos and sin to x.dtype."
+    "the angles were computed in float32: your answer is off by {error:.0e}. float32 keeps 24 bits, so "
+    "θ_i = base^(-2i/D) is rounded (relative error up to 7e-8) and so is position·θ_i (to a multiple of "
+    "2^-8 ≈ 0.004 rad between 32,768 and 65,536 rad); only pair 0's angle, position · 1, is exact. Measured for "
+    "D = 64, base 10,000: angles off by up to 7e-4 rad at position 65,535, and up to 2.4e-3 rad at positions below "
+    "65,536. Compute positions·θ in float64 (positions.to(torch.float64) times a float64 θ), then cast cos and sin "
+    "to x.dtype."
 )
 IGNORED_POSITIONS = (
     "you ignored `positions` and used 0, 1, ..., L-1: use the positions you were given (a decoding step or "
     "a shifted chunk does not start at 0)."
 )
 UNCHANGED = "your function returned x unchanged: rotate each pair by position · θ_i."
+REPEAT_INTERLEAVED_COS = (
+    "cos/sin are laid out for the interleaved layout (angles.repeat_interleave(2, dim=-1): θ0, θ0, θ1, θ1, ...) but "
+    "applied with rotate-half, which pairs x[i] with x[i + D/2]: feature i and feature i + D/2 must turn by the "
+    "same θ_i, so repeat the angles as two halves, torch.cat([angles, angles], dim=-1)."
+)
+IGNORED_BASE = "you ignored `base` and used 10000: use the base you were given ({base:g})."
+OFF_BY_ONE = (
+    "off by one: you rotated the token at position m by ({shift}) · θ. Use the positions as given: the token at "
+    "position m turns by m · θ_i (position 0 is not turned)."
+)
+
+
+def _rotate_half_with_cos_repeat_interleaved(x: torch.Tensor, positions, base: float) -> torch.Tensor:
+    """The mix-up of Meta's cos/sin layout with Hugging Face's rotate_half, a common bug when porting code."""
+    half = x.shape[-1] // 2
+    inv_freq = base ** -(torch.arange(half, dtype=torch.float64) * 2 / x.shape[-1])  # (D/2,)
+    angles = (torch.as_tensor(positions).to(torch.float64)[:, None] * inv_freq).repeat_interleave(2, -1)  # (L, D)
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (..., L, D): rotate_half(x)
+    return x * angles.cos().to(x.dtype) + rotated * angles.sin().to(x.dtype)  # (..., L, D)
 
 
 def _rope_cases() -> list[tuple[torch.Tensor, torch.Tensor, float, str]]:
@@ -166,7 +193,12 @@ def check_rotate_half_rope(fn: Callable) -> bool:
             (reference_rope(x, positions, base=base, sign=-1.0), WRONG_DIRECTION),
             (reference_rope(x, positions, base=base, freq_exponent=1.0), WRONG_FREQUENCY),
             (x, UNCHANGED),
+            (_rotate_half_with_cos_repeat_interleaved(x, positions, base), REPEAT_INTERLEAVED_COS),
+            (reference_rope(x, positions + 1, base=base), OFF_BY_ONE.format(shift="m + 1")),
+            (reference_rope(x, positions - 1, base=base), OFF_BY_ONE.format(shift="m − 1")),
         ]
+        if base != 10000.0:
+            candidates.append((reference_rope(x, positions, base=10000.0), IGNORED_BASE.format(base=base)))
         if kind != "arange":
             candidates.append((reference_rope(x, torch.arange(x.shape[-2]), base=base), IGNORED_POSITIONS))
         for candidate, diagnosis in candidates:
@@ -273,16 +305,18 @@ def _step_problem(result, q, k, v, cache_k, cache_v, expected_out) -> str | None
         )
     if _close(out, expected_out, 1e-9):
         return None
-    for p in range(2 * t + 2):
+    if _close(out, scaled_dot_product_attention(q, new_k, new_v)[0], 1e-9):  # q as given = q rotated at 0
+        return (
+            "the cache is right, but the query is not rotated (or rotated at position 0, where RoPE is the "
+            f"identity): rotate q AND k at the new token's position, cache_k.shape[-2] = {t}."
+        )
+    for p in range(1, 2 * t + 2):
         q_p = reference_rope(q, torch.tensor([p]), base=DECODE_BASE)  # (B, H, 1, D)
         if _close(out, scaled_dot_product_attention(q_p, new_k, new_v)[0], 1e-9):
             return (
-                f"the cache is right, but you rotated the query at position {p}"
-                + (" (restarted at 0)" if p == 0 else "")
-                + f": q and k of the new token share its position, cache_k.shape[-2] = {t}."
+                f"the cache is right, but you rotated the query at position {p}: q and k of the new token share "
+                f"its position, cache_k.shape[-2] = {t}."
             )
-    if _close(out, scaled_dot_product_attention(q, new_k, new_v)[0], 1e-9):
-        return "you did not rotate the query: rotate q AND k at the new token's position."
     q_t = reference_rope(q, position, base=DECODE_BASE)  # (B, H, 1, D)
     if _close(out, scaled_dot_product_attention(q_t, new_k[:, :, :1], new_v[:, :, :1])[0], 1e-9):
         return (

@@ -7,9 +7,14 @@ of the Chinese sentence with its numbers as printed, and the problem is translat
 
 from __future__ import annotations
 
-import re
-
-from attn_core.exercises.rope import IGNORED_POSITIONS, UNCHANGED, WRONG_DIRECTION, WRONG_FREQUENCY, WRONG_LAYOUT
+from attn_core.exercises.rope import (
+    IGNORED_POSITIONS,
+    REPEAT_INTERLEAVED_COS,
+    UNCHANGED,
+    WRONG_DIRECTION,
+    WRONG_FREQUENCY,
+    WRONG_LAYOUT,
+)
 from attn_core.i18n import exact
 
 _SHAPE = r"\([\d, ]*\)"  # a shape as Python prints a tuple: (2, 3, 4, 16)
@@ -19,15 +24,6 @@ _ROPE_WHERE_ZH = "当 x 的形状为 {x}、positions 为 {positions}、base 为 
 _STEP = r"step (?P<step>\d+) \(cache of (?P<cached>\d+) tokens\)"
 _HEADS = r"num_heads=(?P<heads>\d+), head_dim=(?P<head_dim>\d+)"
 _HEADS_ZH = "当 num_heads={heads}、head_dim={head_dim} 时，"
-
-
-def _query_position(match: re.Match, tr) -> str:
-    """The query was rotated at the wrong position (perhaps restarted at 0)."""
-    restarted = "（从 0 重新开始了）" if match["restarted"] else ""
-    return (
-        f"缓存对了，但你在位置 {match['p']} 旋转了查询{restarted}：新词元的 q 和 k 共用它的位置，"
-        f"cache_k.shape[-2] = {match['t']}。"
-    )
 
 
 CATALOG = [
@@ -97,15 +93,33 @@ CATALOG = [
             IGNORED_POSITIONS: "你忽略了 `positions`，用的是 0, 1, ..., L-1：请用传给你的位置"
             "（解码中的某一步或平移过的片段并不从 0 开始）。",
             UNCHANGED: "你的函数原样返回了 x：请把每一对旋转 position · θ_i。",
+            REPEAT_INTERLEAVED_COS: "cos/sin 是按交错布局排列的"
+            "（angles.repeat_interleave(2, dim=-1)：θ0, θ0, θ1, θ1, ...），却用在了 rotate-half 上，"
+            "而 rotate-half 把 x[i] 和 x[i + D/2] 配成一对：特征 i 和特征 i + D/2 必须转相同的 θ_i，"
+            "所以要把角度按前后两半重复，torch.cat([angles, angles], dim=-1)。",
         }
     ),
     (
-        r"the angles were computed in float32: your answer is off by (?P<error>\S+), float32 rounding of "
-        r"position·θ \(~7 digits: at position 65,535 an angle can be off by ~4e-3 rad\)\. Compute positions·θ in "
-        r"float64 \(positions\.to\(torch\.float64\) times a float64 θ\), then cast cos and sin to x\.dtype\.",
-        "角度是用 float32 计算的：你的答案偏差了 {error}，这是 position·θ 的 float32 舍入误差"
-        "（约 7 位有效数字：在位置 65,535 处，角度可能偏差 ~4e-3 弧度）。请用 float64 计算 positions·θ"
+        r"the angles were computed in float32: your answer is off by (?P<error>\S+)\. float32 keeps 24 bits, so "
+        r"θ_i = base\^\(-2i/D\) is rounded \(relative error up to 7e-8\) and so is position·θ_i \(to a multiple of "
+        r"2\^-8 ≈ 0\.004 rad between 32,768 and 65,536 rad\); only pair 0's angle, position · 1, is exact\. Measured "
+        r"for D = 64, base 10,000: angles off by up to 7e-4 rad at position 65,535, and up to 2\.4e-3 rad at positions "
+        r"below 65,536\. Compute positions·θ in float64 \(positions\.to\(torch\.float64\) times a float64 θ\), then "
+        r"cast cos and sin to x\.dtype\.",
+        "角度是用 float32 计算的：你的答案偏差了 {error}。float32 只有 24 位有效二进制位，所以 θ_i = base^(-2i/D) "
+        "会被舍入（相对误差最多 7e-8），position·θ_i 也会被舍入（在 32,768 到 65,536 弧度之间舍入到 2^-8 ≈ 0.004 "
+        "弧度的整数倍）；只有第 0 对的角度 position · 1 是精确的。在 D = 64、base 10,000 下实测：位置 65,535 处角度"
+        "最多偏差 7e-4 弧度，65,536 以下的各位置最多偏差 2.4e-3 弧度。请用 float64 计算 positions·θ"
         "（positions.to(torch.float64) 乘以 float64 的 θ），再把 cos 和 sin 转成 x.dtype。",
+    ),
+    (
+        r"you ignored `base` and used 10000: use the base you were given \((?P<base>[\w.+-]+)\)\.",
+        "你忽略了 `base`，用的是 10000：请用传给你的 base（{base}）。",
+    ),
+    (
+        r"off by one: you rotated the token at position m by \((?P<shift>m [+−] 1)\) · θ\. Use the positions as "
+        r"given: the token at position m turns by m · θ_i \(position 0 is not turned\)\.",
+        "差了一个：你把位置 m 的词元转了 ({shift}) · θ。请按给定的位置旋转：位置 m 的词元转 m · θ_i（位置 0 不转）。",
     ),
     (
         r"wrong values, largest error (?P<error>\S+) at position (?P<position>\d+)\. Check cos/sin: angles "
@@ -182,13 +196,15 @@ CATALOG = [
         "你追加的键不是在位置 {t} 旋转后的 k：请在位置 cache_k.shape[-2] 旋转 k（rotate-half 布局），再追加。",
     ),
     (
-        r"the cache is right, but you rotated the query at position (?P<p>\d+)(?P<restarted> \(restarted at 0\))?: "
-        r"q and k of the new token share its position, cache_k\.shape\[-2\] = (?P<t>\d+)\.",
-        _query_position,
+        r"the cache is right, but the query is not rotated \(or rotated at position 0, where RoPE is the "
+        r"identity\): rotate q AND k at the new token's position, cache_k\.shape\[-2\] = (?P<t>\d+)\.",
+        "缓存对了，但查询没有旋转（或在位置 0 旋转了，而 RoPE 在位置 0 是恒等变换）：q 和 k 都要在新词元的位置上"
+        "旋转，即 cache_k.shape[-2] = {t}。",
     ),
     (
-        r"you did not rotate the query: rotate q AND k at the new token's position\.",
-        "你没有旋转查询：q 和 k 都要在新词元的位置上旋转。",
+        r"the cache is right, but you rotated the query at position (?P<p>\d+): q and k of the new token share "
+        r"its position, cache_k\.shape\[-2\] = (?P<t>\d+)\.",
+        "缓存对了，但你在位置 {p} 旋转了查询：新词元的 q 和 k 共用它的位置，cache_k.shape[-2] = {t}。",
     ),
     (
         r"your one new query saw only key 0: F\.scaled_dot_product_attention\(is_causal=True\) aligns the mask "
