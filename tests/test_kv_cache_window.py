@@ -241,6 +241,25 @@ def test_truncate_before_wrap_then_decode_equals_the_shorter_sequence():
     torch.testing.assert_close(rest_weights, expected_weights[:, :, 2:], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("sliding_window", [None, 3])
+@pytest.mark.parametrize("seen", [3, 7])
+def test_truncate_to_zero_after_a_wrap_starts_over(seen, sliding_window):
+    """After the ring wrapped, truncate(0) then token-by-token decoding equals a fresh sequence: the discarded
+    tokens' slots get no weight. (Before the fix the ring still counted as wrapped, the decode shortcut skipped
+    the mask, and an emptied slot got weight 0.398.)"""
+    layer, twin = make_pair(sliding_window=sliding_window, seed=seen)
+    x, fresh = randn(1, seen, HIDDEN, seed=16), randn(1, 5, HIDDEN, seed=17)
+    cache = ac.KVCache(window=2)  # Gemma 3's default: no sinks, no rollback slots
+    decode(layer, x, [1] * seen, cache)  # more tokens than slots: wrapped
+    cache.truncate(0)
+    assert len(cache) == 0 and cache.num_cached == 0 and cache.positions.tolist() == []
+    out, weights = decode(layer, fresh, [1] * 5, cache)  # (1, 5, hidden), (1, H, 5, 5)
+    expected, expected_weights = twin(fresh, mask=ac.sliding_window_mask(5, 2))
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(weights, expected_weights, rtol=0, atol=1e-12)
+    assert cache.positions.tolist() == [3, 4]
+
+
 def test_truncate_that_needs_evicted_keys_raises_and_changes_nothing():
     cache = ac.KVCache(window=W)
     cache.update(randn(1, 1, 10, 2), randn(1, 1, 10, 2))  # holds positions 6..9
