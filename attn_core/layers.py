@@ -18,6 +18,7 @@ from torch import nn
 
 from attn_core.attention import check_dropout_p, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
+from attn_core.masks import cache_window_mask
 from attn_core.rope import _as_positions, _check_base, apply_rope
 
 __all__ = ["GroupedQueryAttention", "MultiHeadAttention", "MultiQueryAttention"]
@@ -241,28 +242,16 @@ class GroupedQueryAttention(nn.Module):
     def _window_mask(
         self, cache: KVCache | None, start: int, q_len: int, k_len: int, device: torch.device
     ) -> torch.Tensor | None:
-        """Boolean ``(Lq, Lk)``: which keys each query sees under the layer's and the cache's windows."""
-        cache_window = getattr(cache, "window", None)
-        if self.sliding_window is None and cache_window is None:
-            return None
-        key_index = getattr(cache, "key_positions", None)  # (Lk,) when a ring buffer's slots are out of order
-        if q_len == 1 and getattr(cache, "num_sinks", 0) == 0:  # a decode step: often every key is visible
-            window = min(w for w in (self.sliding_window, cache_window, math.inf) if w is not None)
-            if key_index is None and k_len <= window:
-                return None  # the last k_len tokens, the query's own included: all inside the window
-            ring_is_the_window = cache_window is not None and cache_window <= window and cache.max_rollback == 0
-            if key_index is not None and ring_is_the_window:
-                return None  # a full ring of exactly `window` slots holds the last `window` tokens: all visible
-        query_index = torch.arange(start, start + q_len, device=device)  # (Lq,)
-        if key_index is None:  # keys are the last Lk tokens, in order (bottom-right aligned)
-            key_index = torch.arange(start + q_len - k_len, start + q_len, device=device)  # (Lk,)
-        distance = query_index.unsqueeze(-1) - key_index.to(device)  # (Lq, Lk): how far back each key is
-        visible = distance >= 0  # (Lq, Lk) causal
-        if self.sliding_window is not None:
-            visible &= distance < self.sliding_window  # the W most recent keys, the query's own included
-        if cache_window is not None:  # what a KVCache(window, num_sinks) keeps: the last W, and the sinks
-            visible &= (distance < cache_window) | (key_index.to(device) < cache.num_sinks)
-        return visible
+        """Boolean ``(Lq, Lk)``: which keys each query sees under the layer's and the cache's windows, or None.
+
+        ``ac.masks.cache_window_mask``'s rule: query ``q`` sees key ``k <= q`` if ``q - k < min(layer's
+        sliding_window, cache's window)`` or if ``k`` is one of the cache's sinks (``k < cache.num_sinks``). The
+        sinks stay visible whatever the layer's own ``sliding_window``: a ``KVCache(window, num_sinks)`` promises
+        "the last W and the first S", and the layer's window bounds only the others. (On a layer trained with a
+        window, a sink shows it keys farther away than training ever did: on Gemma 3's local layers sinks make
+        the loss worse, notebook 13.)
+        """
+        return cache_window_mask(cache, start, q_len, k_len, sliding_window=self.sliding_window, device=device)
 
     def _rope_positions(
         self, positions: torch.Tensor | None, batch: int, q_len: int, cache: KVCache | None, device: torch.device
