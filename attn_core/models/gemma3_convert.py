@@ -14,13 +14,15 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from attn_core.models.gemma3 import INSTALL_HINT, PACKAGE, SHA256, Gemma3Config, config_record
+from attn_core.models.gemma3 import INSTALL_HINT, PACKAGE, SHA256, Gemma3Config
+from attn_core.models.gemma3_cache import cache_problem, make_record, write_stamp
 
-__all__ = ["gguf_path", "convert_gguf", "gguf_to_ours"]
+__all__ = ["gguf_path", "convert_gguf", "gguf_to_ours", "query_pre_attn_scalar"]
 
 # Not stored in the file (llama.cpp and Hugging Face fix them for Gemma 3): every 6th layer is global,
 # local layers rotate with base 10 000 (the file's rope.freq_base, 1 000 000, is the global layers').
@@ -85,6 +87,23 @@ def gguf_path() -> Path:
     return Path(path)
 
 
+def query_pre_attn_scalar(field, has_field) -> tuple[float, str]:
+    """Gemma scales scores by ``query_pre_attn_scalar ** -0.5``: the value, and where it came from.
+
+    Gemma 3's GGUFs (llama.cpp's converter) do not store it, so it is read from the metadata only when a file
+    has ``gemma3.attention.query_pre_attn_scalar``; otherwise it is the known value, by llama.cpp's own rule
+    (``llama-model.cpp``, after Google's ``gemma_pytorch`` config): ``hidden / num_heads`` for the 62-layer
+    27B (5376 / 32 = 168, while its head_dim is 128), ``head_dim`` for every other size (270M: 256 = 256).
+    ``field(key)`` reads a metadata value, ``has_field(key)`` says whether the file has it."""
+    key = "gemma3.attention.query_pre_attn_scalar"
+    if has_field(key):
+        return float(field(key)), "GGUF metadata"
+    if int(field("gemma3.block_count")) == 62:  # Gemma 3 27B
+        hidden, heads = int(field("gemma3.embedding_length")), int(field("gemma3.attention.head_count"))
+        return float(hidden // heads), "known value: hidden / num_heads (Gemma 3 27B)"
+    return float(field("gemma3.attention.key_length")), "known value: head_dim"
+
+
 def _config_from(reader) -> Gemma3Config:
     def field(key: str):
         return reader.fields[key].contents()
@@ -101,20 +120,21 @@ def _config_from(reader) -> Gemma3Config:
         global_every=GLOBAL_EVERY,
         rope_base_local=ROPE_BASE_LOCAL,
         rope_base_global=float(field("gemma3.rope.freq_base")),
-        # Gemma 3 scales scores by query_pre_attn_scalar ** -0.5 with query_pre_attn_scalar = head_dim.
-        query_pre_attn_scalar=float(field("gemma3.attention.key_length")),
+        query_pre_attn_scalar=query_pre_attn_scalar(field, reader.fields.__contains__)[0],  # 256 here (head_dim)
         rms_norm_eps=float(field("gemma3.attention.layer_norm_rms_epsilon")),
         bos_token_id=int(field("tokenizer.ggml.bos_token_id")),
         eos_token_id=int(field("tokenizer.ggml.eos_token_id")),
         pad_token_id=int(field("tokenizer.ggml.padding_token_id")),
+        context_length=int(field("gemma3.context_length")),
     )
 
 
 def convert_gguf(folder: Path) -> None:
     """Read the GGUF once (parse ~12 s, dequantize ~6 s) and write ``folder``/{model.safetensors,
-    tokenizer.json, config.json}. Written to a temporary folder first, then renamed: never half a cache."""
+    tokenizer.json, config.json, verified.json}. Written to a temporary folder first, then renamed: never half a
+    cache. The weights are read back and compared with the converted tensors, then hashed (``gemma3_cache``)."""
     import gguf
-    from safetensors.torch import save_file
+    from safetensors.torch import load_file, save_file
     from transformers.integrations.gguf import convert_gguf_tokenizer, get_gguf_tokenizer
 
     path = gguf_path()
@@ -133,13 +153,16 @@ def convert_gguf(folder: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
     try:
         save_file(tensors, staging / "model.safetensors")
+        written = load_file(staging / "model.safetensors")
+        if written.keys() != tensors.keys() or not all(torch.equal(written[n], t) for n, t in tensors.items()):
+            raise RuntimeError(f"{staging / 'model.safetensors'} does not read back as written: check the disk.")
+        del written
         tokenizer.save(str(staging / "tokenizer.json"))
-        tokenizer_sha256 = hashlib.sha256((staging / "tokenizer.json").read_bytes()).hexdigest()
-        record = config_record(config, (staging / "model.safetensors").stat().st_size, tokenizer_sha256)
+        record = make_record(staging, config=asdict(config), gguf_sha256=SHA256)
         (staging / "config.json").write_text(json.dumps(record, indent=1))
-        from attn_core.models.gemma3 import _cache_is_complete
+        write_stamp(staging, record)
 
-        if _cache_is_complete(folder):
+        if cache_problem(folder, SHA256) is None:
             return  # another process finished the same conversion meanwhile
         if folder.exists():
             shutil.rmtree(folder)  # an incomplete or outdated cache

@@ -54,7 +54,7 @@ def hugging_face_config(lm: Gemma3):
         },
         query_pre_attn_scalar=int(c.query_pre_attn_scalar),
         rms_norm_eps=c.rms_norm_eps,
-        max_position_embeddings=32768,
+        max_position_embeddings=c.context_length,
         bos_token_id=c.bos_token_id,
         eos_token_id=c.eos_token_id,
         pad_token_id=c.pad_token_id,
