@@ -8,6 +8,9 @@ would take 30 s or more). Before the fix, dynamo.explain counted 4 graphs and 3 
 
 from __future__ import annotations
 
+import warnings
+
+import pytest
 import torch
 
 import attn_core as ac
@@ -48,3 +51,38 @@ def test_torch_export_with_a_mask():
     exported = torch.export.export(Attend(), (q, k, v, mask))
     out, _ = exported.module()(q, k, v, mask)
     torch.testing.assert_close(out, ac.scaled_dot_product_attention(q, k, v, mask, is_causal=True)[0], rtol=0, atol=0)
+
+
+def test_merge_attention_compiles_fullgraph_with_its_lse_check_skipped():
+    """merge_attention's NaN/+inf lse check reads data, so it runs in eager only; compiled, one graph."""
+    q, k, v, _ = qkv_and_padding()
+    (out_a, lse_a), (out_b, lse_b) = (ac.tiled_attention(q, k[..., s, :], v[..., s, :], return_lse=True)
+                                      for s in (slice(0, 3), slice(3, 7)))  # fmt: skip
+    compiled = torch.compile(ac.merge_attention, backend="eager", fullgraph=True)
+    got, want = compiled(out_a, lse_a, out_b, lse_b), ac.merge_attention(out_a, lse_a, out_b, lse_b)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)  # (out, lse) pairs
+
+
+def test_tiled_attention_under_compile_warns_and_runs_eagerly():
+    """Dynamo cannot trace the tile loop (in-place writes into strided views): a graph break, said by a
+    TiledAttentionCompileWarning, and the eager numbers; fullgraph=True refuses it."""
+    from attn_core.tiled import TiledAttentionCompileWarning
+
+    q, k, v, _ = qkv_and_padding()
+
+    def attend(q, k, v):
+        return ac.tiled_attention(q * 2.0, k, v, is_causal=True, block_size=2) + 1.0  # (B, Hq, Lq, Dv)
+
+    torch._dynamo.reset()
+    with pytest.warns(TiledAttentionCompileWarning, match="runs eagerly under torch.compile"):
+        out = torch.compile(attend, backend="eager")(q, k, v)
+    torch.testing.assert_close(out, attend(q, k, v), rtol=0, atol=0)
+    with pytest.warns(TiledAttentionCompileWarning):
+        explanation = torch._dynamo.explain(attend)(q, k, v)
+    assert explanation.graph_break_count >= 1
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        torch.compile(attend, backend="eager", fullgraph=True)(q, k, v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # eager: no warning
+        attend(q, k, v)

@@ -168,6 +168,21 @@ def test_keeps_the_dtypes_it_was_given(dtype):
     assert out.dtype == dtype and lse.dtype == torch.float32
 
 
+def test_mixed_dtypes_compute_in_the_widest_and_return_out_a_and_lse_a_dtypes():
+    """out in out_a's dtype, lse in lse_a's, whatever the other side: a float64 side makes the weights float64
+    but does not leak into the returned dtypes."""
+    q, k, v = make_qkv(2, 2, 5, 8, seed=7)
+    (out_a, lse_a), (out_b, lse_b) = chunk_results(q, k, v, [0, 3, 8])  # float64
+    expected_out, expected_lse = merge_attention(out_a, lse_a, out_b, lse_b)
+    out, lse = merge_attention(out_a.float(), lse_a.float(), out_b, lse_b)  # side a float32, side b float64
+    assert out.dtype == torch.float32 and lse.dtype == torch.float32
+    # one float32 rounding of side a's inputs (2^-24 relative, |out| and |lse| of order 1..10) and of the result
+    torch.testing.assert_close(out, expected_out.float(), rtol=0, atol=8 * 2**-24 * 10)
+    torch.testing.assert_close(lse, expected_lse.float(), rtol=0, atol=8 * 2**-24 * 10)
+    out, lse = merge_attention(out_a, lse_a.half(), out_b, lse_b)  # a half lse_a: lse comes back half
+    assert out.dtype == F64 and lse.dtype == torch.float16
+
+
 @given(
     batch=st.lists(st.integers(1, 2), max_size=2).map(tuple),
     kv_heads=st.integers(1, 2),
@@ -211,6 +226,16 @@ def partials(out_shape=(2, 3, 4), lse_shape=(2, 3)):
         ((*partials(), *partials(lse_shape=(3,))), ValueError, r"lse_b must have shape \(2, 3\)"),
         ((torch.zeros(2, 3, 4), [0.0] * 6, *partials()), TypeError, "lse_a must be a torch.Tensor"),
         ((*partials(), torch.zeros(2, 3, 4, dtype=torch.long), torch.zeros(2, 3)), TypeError, "out_b must be floating"),
+        (
+            (torch.zeros(()), torch.zeros(()), *partials()),
+            ValueError,
+            r"out_a and out_b must have one shape.*Got out_a \(\)",
+        ),
+        (
+            (*partials(), torch.zeros(2, 3, 4, device="meta"), torch.zeros(2, 3, device="meta")),
+            ValueError,
+            r"one device, got out_a cpu, lse_a cpu, out_b meta, lse_b meta",
+        ),
     ],
 )
 def test_bad_inputs_raise_clear_errors(args, error, message):
