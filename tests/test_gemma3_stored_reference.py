@@ -28,6 +28,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import importlib  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import nbformat  # noqa: E402
@@ -175,5 +176,6 @@ def test_notebook_11_reads_the_stored_references_on_one_thread():
     load, OpenMP's spinning workers made 8 greedy tokens 10x slower on 2 threads than on 1)."""
     code = "\n".join(cell.source for cell in nbformat.read(NOTEBOOK, 4).cells if cell.cell_type == "code")
     assert HF_FILE.name in code and GGUF_FILE.name in code
-    assert "transformers" not in code and "gguf.GGUFReader" not in code
+    assert not re.search(r"^\s*(import|from)\s+(transformers|gguf)\b", code, flags=re.MULTILINE)
+    assert "hugging_face_gemma3" not in code and "GGUFReader" not in code
     assert "set_num_threads(1)" in code and "set_num_threads(2)" not in code
