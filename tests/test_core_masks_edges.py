@@ -1,12 +1,16 @@
-"""Mask helpers at their edges: non-boolean input to the to_* converters, empty batches, lists, messages."""
+"""Mask helpers at their edges: non-boolean input to the to_* converters, empty batches, lists, messages; and
+the window-or-sink rule every layer applies to a KVCache (cache_window_mask) against a brute force."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import attn_core as ac
-from attn_core.masks import check_mask
+from attn_core.kv_cache import EMPTY
+from attn_core.masks import cache_window_mask, check_mask
 
 
 @pytest.mark.parametrize("converter", [ac.mask_to_blocked, ac.mask_to_additive], ids=["to_blocked", "to_additive"])
@@ -89,3 +93,46 @@ def test_prefix_lm_mask_names_seq_len_when_it_is_negative():
     """A negative seq_len is reported as seq_len (not as the q_len of the causal mask it builds)."""
     with pytest.raises(ValueError, match=r"seq_len must be an int >= 0, got -1"):
         ac.prefix_lm_mask(-1, 0)
+
+
+# --------------------------------------------------------------------------- cache_window_mask
+
+
+def ring(window, num_sinks=0, max_rollback=0, key_positions=None):
+    """A stand-in for a KVCache after an update: only the attributes cache_window_mask reads."""
+    return SimpleNamespace(window=window, num_sinks=num_sinks, max_rollback=max_rollback, key_positions=key_positions)
+
+
+def brute_force(query_positions, key_positions, window, num_sinks):
+    """Query q sees key k iff k <= q and (q - k < window or k < num_sinks)."""
+    return torch.tensor(
+        [[k <= q and (q - k < window or k < num_sinks) for k in key_positions] for q in query_positions]
+    )
+
+
+@pytest.mark.parametrize("sliding_window", [None, 2, 3, 9])
+@pytest.mark.parametrize(("window", "num_sinks"), [(None, 0), (3, 0), (3, 2), (9, 1)])
+def test_cache_window_mask_equals_brute_force(window, num_sinks, sliding_window):
+    """Keys in order (key_positions None) and out of order (a wrapped ring with an emptied slot)."""
+    cache = None if window is None else ring(window, num_sinks)
+    effective = min(w for w in (window, sliding_window, 10**9) if w is not None)
+    mask = cache_window_mask(cache, 4, 3, 7, sliding_window=sliding_window)  # queries 4..6 over keys 0..6
+    if window is None and sliding_window is None:
+        assert mask is None
+    else:
+        assert torch.equal(mask, brute_force(range(4, 7), range(7), effective, num_sinks if window else 0))
+    if window is not None:
+        slots = torch.tensor([0, 1, 6, EMPTY, 4, 5])  # (Lk,) a ring's slots; slot 3 emptied by a truncate
+        cache = ring(window, num_sinks, max_rollback=1, key_positions=slots)
+        mask = cache_window_mask(cache, 6, 1, 6, sliding_window=sliding_window)  # one query at position 6
+        assert torch.equal(mask, brute_force([6], slots.tolist(), effective, num_sinks))
+        assert not mask[:, 3].any()  # an emptied slot sits in the future
+
+
+def test_cache_window_mask_decode_shortcuts():
+    """A decode step that sees every key it was given needs no mask; sinks or rollback slots always need one."""
+    assert cache_window_mask(ring(4), 3, 1, 4) is None  # 4 keys in order, window 4
+    assert cache_window_mask(ring(4, key_positions=torch.tensor([4, 5, 2, 3])), 5, 1, 4) is None  # a full ring
+    assert cache_window_mask(ring(4, max_rollback=1, key_positions=torch.tensor([5, 1, 2, 3, 4])), 5, 1, 5) is not None
+    assert cache_window_mask(ring(4, num_sinks=1), 3, 1, 4) is not None
+    assert cache_window_mask(ring(4), 3, 1, 4, sliding_window=2) is not None  # the layer's window is smaller
