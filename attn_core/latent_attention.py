@@ -33,7 +33,7 @@ from torch import nn
 from attn_core.attention import check_flag, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
 from attn_core.masks import cache_window_mask
-from attn_core.rope import _as_positions, _check_base, apply_rope
+from attn_core.rope import _as_token_positions, _check_base, apply_rope
 
 __all__ = ["MultiHeadLatentAttention", "RMSNorm"]
 
@@ -138,13 +138,7 @@ class MultiHeadLatentAttention(nn.Module):
     def _positions(self, positions, batch: int, q_len: int, start: int, device: torch.device) -> torch.Tensor:
         if positions is None:
             return torch.arange(start, start + q_len, device=device)  # (Lq,): continues after the cache
-        positions = _as_positions(positions, device)  # (Lq,) or (B, Lq)
-        if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
-            if int(positions.min()) < 0:
-                raise ValueError(
-                    f"positions must be >= 0 (token indices), got {positions.tolist()}. Positions count tokens "
-                    "from the start of the sequence: torch.arange(start, start + Lq)."
-                )
+        positions = _as_token_positions(positions, device)  # (Lq,) or (B, Lq), integers >= 0
         if positions.ndim == 1 and positions.shape[0] == q_len:
             return positions  # (Lq,)
         if positions.ndim == 2 and positions.shape[0] in (1, batch) and positions.shape[1] == q_len:

@@ -65,6 +65,18 @@ def _as_positions(positions: torch.Tensor | Sequence[int] | int, device: torch.d
     return positions  # (..., L)
 
 
+def _as_token_positions(positions: torch.Tensor | Sequence[int] | int, device: torch.device | None) -> torch.Tensor:
+    """``_as_positions`` for a layer's ``positions=``: token indices, so negative ones are a caller's bug."""
+    positions = _as_positions(positions, device)  # (..., L)
+    if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
+        if int(positions.min()) < 0:
+            raise ValueError(
+                f"positions must be >= 0 (token indices), got {positions.tolist()}. Positions count tokens "
+                "from the start of the sequence: torch.arange(start, start + Lq)."
+            )
+    return positions  # (..., L)
+
+
 def rope_angles(positions: torch.Tensor | Sequence[int] | int, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
     """The rotation angles ``positions[..., None] · base^(-2i/head_dim)``, ``i = 0 .. head_dim/2 - 1``.
 
