@@ -85,40 +85,52 @@ def tiled_attention_backward(
     if grad_output is None:  # only lse was used: dO = 0
         grad_output = torch.zeros_like(output)  # (..., Hq, Lq, Dv)
 
-    # FA2's preprocessing step: D = rowsum(dO ∘ O) - dlse, one number per row (what dS subtracts
-    # from dP), for all rows at once, before the tile loops.
-    delta = torch.linalg.vecdot(grad_output.to(compute_dtype), output.to(compute_dtype))  # (..., Hq, Lq)
-    if grad_lse is not None:
-        delta -= grad_lse  # (..., Hq, Lq)
-    delta = delta.view(num_matrices, group, q_len)  # (N, G, Lq)
-    lse = lse.view(num_matrices, group, q_len)  # (N, G, Lq)
     # The inputs with one leading batch dimension (views, or one copy when strided).
     queries = q.reshape(num_matrices, group, q_len, head_dim)  # (N, G, Lq, D)
-    grad_output = grad_output.reshape(num_matrices, group, q_len, v_dim)  # (N, G, Lq, Dv)
     keys = k.reshape(num_matrices, k_len, head_dim)  # (N, Lk, D)
     values = v.reshape(num_matrices, k_len, v_dim)  # (N, Lk, Dv)
-
+    output = output.reshape(num_matrices, group, q_len, v_dim)  # (N, G, Lq, Dv)
+    grad_output = grad_output.reshape(num_matrices, group, q_len, v_dim)  # (N, G, Lq, Dv)
+    lse = lse.reshape(num_matrices, group, q_len)  # (N, G, Lq)
     # Query tiles on the forward's grid: [first_query, first_query + block_size), ...
     query_tiles = [(start, min(start + block_size, q_len)) for start in range(first_query, q_len, block_size)]
+
+    # FA2's preprocessing step, before the tile loops: D = rowsum(dO ∘ O) - dlse, one number per
+    # row (what dS subtracts from dP), one query tile at a time (no temporary of O's size).
+    delta = torch.zeros(num_matrices, group, q_len, dtype=compute_dtype, device=device)  # (N, G, Lq)
+    for q_start, q_end in query_tiles:
+        grad_out_rows = grad_output[:, :, q_start:q_end].to(compute_dtype)  # (N, G, Tq, Dv)
+        delta[:, :, q_start:q_end] = torch.linalg.vecdot(grad_out_rows, output[:, :, q_start:q_end].to(compute_dtype))
+    if grad_lse is not None:
+        delta -= grad_lse.reshape(num_matrices, group, q_len)  # (N, G, Lq)
+
     # Flat buffers that every tile is a contiguous view of, as in the forward: the loops
     # allocate nothing of tile size.
     max_rows = group * min(block_size, q_len - first_query)
     max_keys = min(block_size, k_len)
     flat = {"scores": max_keys, "grad_probs": max_keys, "q": head_dim, "grad_q": head_dim, "grad_out": v_dim}
+    flat |= {"lse": 1, "delta": 1}
     storage = {
         name: torch.empty(num_matrices * max_rows * width, dtype=compute_dtype, device=device)
         for name, width in flat.items()
     }
-    storage["lse"], storage["delta"] = (
-        torch.empty(num_matrices * max_rows, dtype=compute_dtype, device=device) for _ in range(2)
-    )
-    storage["grad_k"] = torch.empty(num_matrices * max_keys * head_dim, dtype=compute_dtype, device=device)
-    storage["grad_v"] = torch.empty(num_matrices * max_keys * v_dim, dtype=compute_dtype, device=device)
+    for name, width in {"keys": head_dim, "grad_k": head_dim, "grad_v": v_dim}.items():
+        storage[name] = torch.empty(num_matrices * max_keys * width, dtype=compute_dtype, device=device)
+
+    def stacked_rows(x: torch.Tensor, start: int, end: int, name: str) -> torch.Tensor:
+        """Rows start:end of x (N, G, Lq, W) with the G heads of a kv head stacked, (N, G·T, W): a
+        view when G = 1 and x is in compute_dtype, else a contiguous copy into storage[name]."""
+        rows = x[:, :, start:end]  # (N, G, T, W)
+        if group == 1 and x.dtype == compute_dtype:
+            return rows.squeeze(1)  # (N, T, W), a view
+        stacked = tile_view(storage[name], *rows.shape).copy_(rows)  # (N, G, T, W)
+        return stacked.view(num_matrices, group * (end - start), x.shape[-1])  # (N, G·T, W)
 
     for k_start in range(0, k_len, block_size):  # outer loop: one key tile, which owns dK_j and dV_j
         k_end = min(k_start + block_size, k_len)
         tile_keys = k_end - k_start
-        key_tile = keys[:, k_start:k_end].to(compute_dtype)  # (N, Tk, D)
+        key_tile = tile_view(storage["keys"], num_matrices, tile_keys, head_dim)  # (N, Tk, D)
+        torch.mul(keys[:, k_start:k_end].to(compute_dtype), scale, out=key_tile)  # (N, Tk, D), scale·K_j
         value_tile = values[:, k_start:k_end].to(compute_dtype)  # (N, Tk, Dv)
         grad_k_tile = tile_view(storage["grad_k"], num_matrices, tile_keys, head_dim).zero_()  # (N, Tk, D)
         grad_v_tile = tile_view(storage["grad_v"], num_matrices, tile_keys, v_dim).zero_()  # (N, Tk, Dv)
@@ -130,39 +142,34 @@ def tiled_attention_backward(
                 continue
             tile_len = q_end - q_start
             rows = group * tile_len
-            by_head = (num_matrices, group, tile_len)  # a tile's rows, the G heads of a kv head apart
-
-            # Contiguous copies that stack the G heads of a kv head into rows, as in the forward.
-            q_tile = tile_view(storage["q"], *by_head, head_dim)  # (N, G, Tq, D)
-            torch.mul(queries[:, :, q_start:q_end].to(compute_dtype), scale, out=q_tile)  # (N, G, Tq, D)
-            q_tile = q_tile.view(num_matrices, rows, head_dim)  # (N, G·Tq, D), scale·q
-            grad_out_tile = tile_view(storage["grad_out"], *by_head, v_dim)  # (N, G, Tq, Dv)
-            grad_out_tile.copy_(grad_output[:, :, q_start:q_end])  # (N, G, Tq, Dv)
-            grad_out_tile = grad_out_tile.view(num_matrices, rows, v_dim)  # (N, G·Tq, Dv)
-            lse_tile = tile_view(storage["lse"], *by_head).copy_(lse[:, :, q_start:q_end])  # (N, G, Tq)
-            lse_tile = lse_tile.view(num_matrices, rows, 1)  # (N, G·Tq, 1)
-            delta_tile = tile_view(storage["delta"], *by_head).copy_(delta[:, :, q_start:q_end])  # (N, G, Tq)
-            delta_tile = delta_tile.view(num_matrices, rows, 1)  # (N, G·Tq, 1)
+            q_tile = stacked_rows(queries, q_start, q_end, "q")  # (N, G·Tq, D)
+            grad_out_tile = stacked_rows(grad_output, q_start, q_end, "grad_out")  # (N, G·Tq, Dv)
+            lse_tile = stacked_rows(lse.unsqueeze(-1), q_start, q_end, "lse")  # (N, G·Tq, 1)
+            delta_tile = stacked_rows(delta.unsqueeze(-1), q_start, q_end, "delta")  # (N, G·Tq, 1)
 
             scores = tile_view(storage["scores"], num_matrices, rows, tile_keys)  # (N, G·Tq, Tk)
-            torch.bmm(q_tile, key_tile.transpose(1, 2), out=scores)  # (N, G·Tq, Tk)
+            torch.bmm(q_tile, key_tile.transpose(1, 2), out=scores)  # (N, G·Tq, Tk), S = Q_i (scale·K_j)ᵀ
             if is_causal and k_end > q_start + offset + 1:  # the diagonal crosses this tile
                 query_pos = torch.arange(q_start, q_end, device=device).unsqueeze(-1)  # (Tq, 1)
                 future = torch.arange(k_start, k_end, device=device) > query_pos + offset  # (Tq, Tk)
-                scores.view(*by_head, tile_keys).masked_fill_(future, -math.inf)  # (N, G, Tq, Tk)
+                scores.view(num_matrices, group, tile_len, tile_keys).masked_fill_(future, -math.inf)
             # The exact softmax weights, from the saved lse (exp(-inf) = 0 for future keys).
             probs = scores.sub_(lse_tile).exp_()  # (N, G·Tq, Tk)
             grad_v_tile.baddbmm_(probs.transpose(1, 2), grad_out_tile)  # (N, Tk, Dv), dV_j += Pᵀ dO_i
             grad_probs = tile_view(storage["grad_probs"], num_matrices, rows, tile_keys)  # (N, G·Tq, Tk)
             torch.bmm(grad_out_tile, value_tile.transpose(1, 2), out=grad_probs)  # (N, G·Tq, Tk)
             grad_scores = grad_probs.sub_(delta_tile).mul_(probs)  # (N, G·Tq, Tk), dS = P ∘ (dP - D)
-            grad_k_tile.baddbmm_(grad_scores.transpose(1, 2), q_tile)  # (N, Tk, D), dK_j += dSᵀ (scale·Q_i)
-            # dQ_i += scale · dS K_j, into the full buffer (FA2's atomic add).
-            grad_q_part = tile_view(storage["grad_q"], num_matrices, rows, head_dim)  # (N, G·Tq, D)
-            grad_q_part.baddbmm_(grad_scores, key_tile, beta=0.0, alpha=scale)  # (N, G·Tq, D), old values ignored
-            grad_q_grouped[:, :, q_start:q_end].add_(grad_q_part.view(*by_head, head_dim))  # (N, G, Tq, D)
+            grad_k_tile.baddbmm_(grad_scores.transpose(1, 2), q_tile)  # (N, Tk, D), dK_j += dSᵀ Q_i, scaled below
+            # dQ_i += dS (scale·K_j), added into the full buffer (FA2's atomic add).
+            grad_q_rows = grad_q_grouped[:, :, q_start:q_end]  # (N, G, Tq, D), a view
+            if group == 1:
+                grad_q_rows.squeeze(1).baddbmm_(grad_scores, key_tile)  # (N, Tq, D)
+            else:  # the G heads are apart in dQ: the product goes through a stacked tile
+                grad_q_part = tile_view(storage["grad_q"], num_matrices, rows, head_dim)  # (N, G·Tq, D)
+                grad_q_part.baddbmm_(grad_scores, key_tile, beta=0.0)  # (N, G·Tq, D), old values ignored
+                grad_q_rows.add_(grad_q_part.view(num_matrices, group, tile_len, head_dim))  # (N, G, Tq, D)
 
         # The key tile is done: dK_j and dV_j are complete, written once (cast to k's, v's dtype).
-        grad_k[:, k_start:k_end] = grad_k_tile  # (N, Tk, D)
+        grad_k[:, k_start:k_end] = grad_k_tile.mul_(scale)  # (N, Tk, D), dK_j = scale · Σ_i dSᵀ Q_i
         grad_v[:, k_start:k_end] = grad_v_tile  # (N, Tk, Dv)
     return result()
