@@ -197,9 +197,10 @@ class KVCache(BoundToOneLayer):
             self._positions.masked_fill_(self._positions >= length, EMPTY)  # forget the rolled-back tokens
             # Back in slot order (e.g. after truncate(0)), the ring must say so: a wrapped ring would return
             # every slot, emptied ones included, and a layer trusts a wrapped ring with no rollback slots to be full.
-            slots = torch.arange(self._slots, device=self._positions.device)  # (slots,)
-            in_order = torch.where(slots < length, slots, EMPTY)  # (slots,): slot p holds position p
-            self._wrapped = self._wrapped and not torch.equal(self._positions, in_order)
+            if self._wrapped and length < self._slots:  # only then can every held position be in its own slot
+                slots = torch.arange(self._slots, device=self._positions.device)  # (slots,)
+                in_order = torch.where(slots < length, slots, EMPTY)  # (slots,): slot p holds position p
+                self._wrapped = not torch.equal(self._positions, in_order)
         self._length = length
 
     def reset(self) -> None:

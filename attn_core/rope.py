@@ -36,7 +36,9 @@ def _check_base(base: float) -> float:
     return float(base)
 
 
-def _as_positions(positions: torch.Tensor | Sequence[int] | int, device: torch.device | None) -> torch.Tensor:
+def _as_positions(
+    positions: torch.Tensor | Sequence[int] | int, device: torch.device | None, *, check_range: bool = True
+) -> torch.Tensor:
     if not isinstance(positions, torch.Tensor):
         try:
             positions = torch.as_tensor(positions)
@@ -54,7 +56,7 @@ def _as_positions(positions: torch.Tensor | Sequence[int] | int, device: torch.d
         )
     positions = positions.to(device=device, dtype=torch.long)  # (..., L)
     # A data-dependent check: skipped while compiling (it would break the graph) and on meta tensors (no data).
-    if positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
+    if check_range and positions.numel() and positions.device.type != "meta" and not torch.compiler.is_compiling():
         biggest = int(positions.abs().max())
         if biggest > MAX_POSITION:
             raise ValueError(
@@ -171,7 +173,8 @@ def apply_rope(
             f"with D = {head_dim}."
         )
     angle_device = torch.device("cpu") if x.device.type == "mps" else x.device  # MPS has no float64
-    positions = _as_positions(positions, angle_device)  # (..., L)
+    # The range is checked by rope_angles, on a cos/sin cache miss only: a decode step's lookup stays cheap.
+    positions = _as_positions(positions, angle_device, check_range=False)  # (..., L)
     try:
         fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
     except RuntimeError:
