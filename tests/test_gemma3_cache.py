@@ -39,8 +39,7 @@ def synthetic(tmp_path, monkeypatch):
     save_file(tensors, folder / "model.safetensors")
     (folder / "tokenizer.json").write_text('{"model": "a stand-in"}')
     record = gemma3_cache.make_record(folder, config={"hidden_dim": 16}, gguf_sha256=gemma3.SHA256)
-    (folder / "config.json").write_text(json.dumps(record, indent=1))
-    gemma3_cache.write_stamp(folder, record)
+    gemma3_cache.write_stamp(folder, record)  # writes config.json
     assert len(record["weights_chunk_sha256"]) > 30
     assert gemma3_cache.cache_problem(folder, gemma3.SHA256) is None
     return folder
@@ -112,15 +111,15 @@ def test_garbage_that_keeps_the_modification_time_is_caught_by_the_spot_checks(s
     chunks = len(json.loads((synthetic / "config.json").read_text())["weights_chunk_sha256"])
     assert gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=0) is None  # the stamp still matches
     assert "changed since conversion" in gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=chunks)
-    (synthetic / gemma3_cache.STAMP).unlink()  # no stamp: the full check
+    edit_config(synthetic, lambda record: record.pop("verified"))  # no stamp: the full check
     assert "changed since conversion" in gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=0)
 
 
 def test_a_copied_cache_is_fully_checked_once_then_stamped(synthetic):
     os.utime(synthetic / "model.safetensors", ns=(0, 123))  # as after a copy: same bytes, another time
-    stamp = json.loads((synthetic / gemma3_cache.STAMP).read_text())
+    stamp = json.loads((synthetic / "config.json").read_text())["verified"]
     assert gemma3_cache.cache_problem(synthetic, gemma3.SHA256) is None
-    renewed = json.loads((synthetic / gemma3_cache.STAMP).read_text())
+    renewed = json.loads((synthetic / "config.json").read_text())["verified"]
     assert renewed["mtime_ns"] == 123 != stamp["mtime_ns"]
 
 
@@ -152,7 +151,7 @@ def test_garbage_in_the_real_weights_is_rebuilt(tmp_path, monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(lm.state_dict().values(), rebuilt.state_dict().values(), strict=True))
     del rebuilt
     names = sorted(p.name for p in tmp_path.rglob("*"))  # no staging folder left behind
-    assert names == sorted([folder.name, "config.json", "model.safetensors", "tokenizer.json", "verified.json"])
+    assert names == sorted([folder.name, "config.json", "model.safetensors", "tokenizer.json"])  # as before
     for path in folder.iterdir():
         with open(path, "rb") as file:
             assert file.read(1) != b"\x80", path  # a pickle starts with its protocol byte 0x80

@@ -16,17 +16,18 @@ every six layers are local (a 512-token sliding window, RoPE base 10 000), every
 
 The block is the one new module: attention is the series' own layer; what is Gemma's alone is the
 norm sandwich and the gated feed-forward around it.
+
+Inputs it refuses or handles: a padded batch takes Hugging Face's ``attention_mask`` (``gemma3_padding``); a
+prompt (or prompt + new tokens) past the 32,768-token context raises before any compute; a prompt longer than
+``PREFILL_CHUNK`` goes through the KV caches in query chunks (no ``L x L`` scores); a cache whose content
+changed is rebuilt (``gemma3_cache``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import os
-import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +35,7 @@ from torch import nn
 
 from attn_core.kv_cache import KVCache
 from attn_core.layers import GroupedQueryAttention
-from attn_core.models.gemma3_cache import cache_problem
+from attn_core.models.gemma3_cache import cache_dir, load_gemma3  # re-exported: where they always were
 from attn_core.models.gemma3_padding import check_attention_mask, positions_from_mask
 from attn_core.models.generation import generate_tokens
 
@@ -278,50 +279,6 @@ class Gemma3(nn.Module):
             raise ValueError(
                 f"token ids must be in [0, {self.config.vocab_size}), got {input_ids.min()}..{input_ids.max()}."
             )
-
-
-def cache_dir() -> Path:
-    """Where converted models live: ``$ATTN_CORE_CACHE``, else ``$XDG_CACHE_HOME/attn_core``, else
-    ``~/.cache/attn_core``."""
-    if os.environ.get("ATTN_CORE_CACHE"):
-        return Path(os.environ["ATTN_CORE_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_core"
-
-
-def load_gemma3(*, dtype: torch.dtype = torch.float32) -> Gemma3:
-    """Gemma 3 270M in our modules, in eval mode. First call: convert the packaged GGUF (about 20 s) into
-    the cache; later calls: check the cache's content (``gemma3_cache``) and read it (a few seconds). A cache
-    that fails the check (garbage in the weights, a corrupt header, an edited config.json) is rebuilt, with a
-    warning saying why. ``dtype`` float32 (default) or float64."""
-    from attn_core.models import gemma3_convert  # gguf is needed on the first load only
-
-    if dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
-    folder = cache_dir() / f"gemma3-270m-{SHA256[:16]}"
-    problem = cache_problem(folder, SHA256)
-    if problem is not None:
-        if folder.exists() and not problem.startswith(("no cache yet", "config.json is not format")):
-            warnings.warn(
-                f"the converted Gemma 3 cache in {folder} failed its content check: {problem}. Rebuilding it "
-                "from the packaged GGUF (about 30 s).",
-                stacklevel=2,
-            )
-        gemma3_convert.convert_gguf(folder)
-        problem = cache_problem(folder, SHA256)
-        if problem is not None:
-            raise RuntimeError(
-                f"the Gemma 3 cache in {folder} still fails its content check after a rebuild: {problem}. "
-                f"Delete {folder} and retry; if that fails too, check the disk."
-            )
-    from safetensors.torch import load_file
-    from tokenizers import Tokenizer
-
-    config = Gemma3Config(**json.loads((folder / "config.json").read_text())["config"])
-    with _skip_init():  # no random init of 268M weights: the real ones replace them
-        lm = Gemma3(config)
-    lm.load_state_dict(load_file(folder / "model.safetensors"), assign=True, strict=True)
-    lm.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    return lm.to(dtype).eval()
 
 
 @contextlib.contextmanager

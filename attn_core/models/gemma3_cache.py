@@ -4,17 +4,18 @@ The cache folder holds ``model.safetensors`` (1 GB of float32 weights), ``tokeni
 ``config.json`` also records what the conversion wrote (:func:`make_record`):
 
 - ``record_sha256``: the sha256 of the record itself, so a hand-edited ``config.json`` is caught;
-- ``tokenizer_sha256``: checked on every load (33 MB, ~0.1 s);
+- ``tokenizer_sha256``: checked on every load (33 MB, 0.1-0.3 s);
 - ``weights_header_sha256``: the safetensors header (tensor names, shapes, offsets), checked on every load, so a
   corrupt header is caught here instead of surfacing as a raw ``SafetensorError``;
 - ``weights_chunk_sha256``: one sha256 per 4 MiB chunk of ``model.safetensors``.
 
 Hashing all 1 GB costs ~1.5-2.5 s, more than the load itself (~1.3 s), so the full check runs once per
-build and again whenever the file's size or modification time differs from the stamp (``verified.json``)
-written by the last full check; every load also re-hashes ``SPOT_CHUNKS`` chunks picked at random (a few
-milliseconds), which in time catches a corruption that kept the modification time (bit rot, a copy with
-``touch -r``). Writing garbage into the file changes its modification time, so that is caught on the next load.
-These guard against accidents, not against an attacker (who could rewrite the record too).
+build and again whenever the file's size or modification time differs from the stamp written by the last full
+check (``config.json``'s ``verified``, outside ``record_sha256``); every load also re-hashes ``SPOT_CHUNKS``
+chunks picked at random (a few milliseconds), which in time catches a corruption that kept the modification
+time (bit rot, a copy with ``touch -r``). Writing garbage into the file changes its modification time, so that
+is caught on the next load. These guard against accidents, not against an attacker (who could rewrite the
+record too).
 """
 
 from __future__ import annotations
@@ -24,19 +25,25 @@ import json
 import os
 import random
 import tempfile
+import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["FORMAT", "make_record", "write_stamp", "cache_problem"]
+import torch
+
+if TYPE_CHECKING:  # gemma3 imports this module: the model classes are imported when load_gemma3 runs
+    from attn_core.models.gemma3 import Gemma3
+
+__all__ = ["FORMAT", "cache_dir", "load_gemma3", "make_record", "write_stamp", "cache_problem"]
 
 FORMAT = 2  # bump when the cached layout changes: old caches are then rebuilt (2: content hashes, context_length)
 CHUNK_BYTES = 4 << 20  # the weights are hashed in 4 MiB chunks
 SPOT_CHUNKS = 2  # chunks re-hashed on every load when the stamp matches
-STAMP = "verified.json"
 _MAX_HEADER = 100 << 20  # safetensors refuses larger headers too
 
 
 def _record_digest(record: dict) -> str:
-    body = {key: value for key, value in record.items() if key != "record_sha256"}
+    body = {key: value for key, value in record.items() if key not in ("record_sha256", "verified")}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -94,11 +101,14 @@ def _stamp_of(folder: Path, record: dict) -> dict:
 
 
 def write_stamp(folder: Path, record: dict) -> None:
-    """Record that the weights as they are now (size, modification time) passed the full check."""
-    handle, name = tempfile.mkstemp(prefix=STAMP + ".", dir=folder)
+    """Write ``record`` as ``config.json``, stamped: the weights as they are now (size, modification time)
+    passed the full check. Written to a temporary file, then renamed (a reader never sees half a file)."""
+    record = {**record, "verified": _stamp_of(folder, record)}
+    handle, name = tempfile.mkstemp(prefix="config.json.", dir=folder)
     with os.fdopen(handle, "w") as file:
-        json.dump(_stamp_of(folder, record), file)
-    os.replace(name, folder / STAMP)
+        json.dump(record, file, indent=1)
+    os.chmod(name, 0o644)
+    os.replace(name, folder / "config.json")
 
 
 def cache_problem(folder: Path, gguf_sha256: str, *, spot_chunks: int = SPOT_CHUNKS) -> str | None:
@@ -130,11 +140,7 @@ def cache_problem(folder: Path, gguf_sha256: str, *, spot_chunks: int = SPOT_CHU
         if not header_ok:
             return "model.safetensors has a corrupt header (sha256 mismatch: tensor names, shapes or offsets)"
         expected = record["weights_chunk_sha256"]
-        try:
-            stamp = json.loads((folder / STAMP).read_text())
-        except (OSError, ValueError):
-            stamp = None
-        full = stamp != _stamp_of(folder, record)
+        full = record.get("verified") != _stamp_of(folder, record)
         indices = None if full else random.sample(range(len(expected)), min(spot_chunks, len(expected)))
         for i, digest in _chunk_sha256(weights, record["chunk_bytes"], indices).items():
             if digest != expected[i]:
@@ -145,3 +151,48 @@ def cache_problem(folder: Path, gguf_sha256: str, *, spot_chunks: int = SPOT_CHU
     if full:
         write_stamp(folder, record)
     return None
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``$ATTN_CORE_CACHE``, else ``$XDG_CACHE_HOME/attn_core``, else
+    ``~/.cache/attn_core``."""
+    if os.environ.get("ATTN_CORE_CACHE"):
+        return Path(os.environ["ATTN_CORE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_core"
+
+
+def load_gemma3(*, dtype: torch.dtype = torch.float32) -> Gemma3:
+    """Gemma 3 270M in our modules, in eval mode. First call: convert the packaged GGUF (about 20 s) into
+    the cache; later calls: check the cache's content (``gemma3_cache``) and read it (a few seconds). A cache
+    that fails the check (garbage in the weights, a corrupt header, an edited config.json) is rebuilt, with a
+    warning saying why. ``dtype`` float32 (default) or float64."""
+    from attn_core.models import gemma3_convert  # gguf is needed on the first load only
+    from attn_core.models.gemma3 import SHA256, Gemma3, Gemma3Config, _skip_init
+
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
+    folder = cache_dir() / f"gemma3-270m-{SHA256[:16]}"
+    problem = cache_problem(folder, SHA256)
+    if problem is not None:
+        if folder.exists() and not problem.startswith(("no cache yet", "config.json is not format")):
+            warnings.warn(
+                f"the converted Gemma 3 cache in {folder} failed its content check: {problem}. Rebuilding it "
+                "from the packaged GGUF (about 30 s).",
+                stacklevel=2,
+            )
+        gemma3_convert.convert_gguf(folder)
+        problem = cache_problem(folder, SHA256)
+        if problem is not None:
+            raise RuntimeError(
+                f"the Gemma 3 cache in {folder} still fails its content check after a rebuild: {problem}. "
+                f"Delete {folder} and retry; if that fails too, check the disk."
+            )
+    from safetensors.torch import load_file
+    from tokenizers import Tokenizer
+
+    config = Gemma3Config(**json.loads((folder / "config.json").read_text())["config"])
+    with _skip_init():  # no random init of 268M weights: the real ones replace them
+        lm = Gemma3(config)
+    lm.load_state_dict(load_file(folder / "model.safetensors"), assign=True, strict=True)
+    lm.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return lm.to(dtype).eval()

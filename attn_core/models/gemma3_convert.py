@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import os
 import shutil
 import tempfile
@@ -131,7 +130,7 @@ def _config_from(reader) -> Gemma3Config:
 
 def convert_gguf(folder: Path) -> None:
     """Read the GGUF once (parse ~12 s, dequantize ~6 s) and write ``folder``/{model.safetensors,
-    tokenizer.json, config.json, verified.json}. Written to a temporary folder first, then renamed: never half a
+    tokenizer.json, config.json}. Written to a temporary folder first, then renamed: never half a
     cache. The weights are read back and compared with the converted tensors, then hashed (``gemma3_cache``)."""
     import gguf
     from safetensors.torch import load_file, save_file
@@ -159,8 +158,7 @@ def convert_gguf(folder: Path) -> None:
         del written
         tokenizer.save(str(staging / "tokenizer.json"))
         record = make_record(staging, config=asdict(config), gguf_sha256=SHA256)
-        (staging / "config.json").write_text(json.dumps(record, indent=1))
-        write_stamp(staging, record)
+        write_stamp(staging, record)  # config.json: the record, stamped as fully checked
 
         if cache_problem(folder, SHA256) is None:
             return  # another process finished the same conversion meanwhile
