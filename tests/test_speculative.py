@@ -106,6 +106,11 @@ def test_stats_are_consistent():
     assert stats.tokens_per_forward == pytest.approx(25 / stats.forwards)
     assert stats.acceptance_rate == pytest.approx(stats.accepted / stats.drafted)
     assert 0 < stats.min_logit_gap < float("inf")
+    # One (drafts, kept) pair per verify pass; alpha counts each checked draft: the kept ones and the first wrong one.
+    assert len(stats.passes) == stats.forwards - 1
+    assert sum(d for d, _ in stats.passes) == stats.drafted and sum(k for _, k in stats.passes) == stats.accepted
+    rejections = sum(1 for d, k in stats.passes if k < d)
+    assert 0 < rejections and stats.draft_acceptance == pytest.approx(stats.accepted / (stats.accepted + rejections))
 
 
 def test_num_draft_zero_is_plain_greedy():

@@ -1,7 +1,9 @@
 """Prompt-lookup speculative decoding: greedy text, fewer forward passes, the same tokens.
 
-A decode step is memory-bound (notebook 07): reading the weights for one token costs about as much as
-reading them for five. Speculative decoding guesses ``k`` next tokens cheaply (the *drafts*), feeds the
+A decode step is memory-bound on a GPU at small batch (notebook 07): reading the weights for one token costs
+about as much as reading them for five. Not on a CPU: there a pass over 5 tokens of Gemma 3 270M costs
+about 1.9 one-token steps (``benchmarks/bench_speculative.py``), so the speed-up is smaller than the tokens
+per pass. Speculative decoding guesses ``k`` next tokens cheaply (the *drafts*), feeds the
 last token and the drafts through the model in **one** forward pass, and keeps the longest run of drafts
 that equals the model's own greedy choice at each position, plus the model's choice right after it. Every
 kept token is one the model chose, so the text is exactly plain greedy decoding; only the number of
@@ -34,13 +36,23 @@ class SpeculativeStats:
     ``accepted`` those equal to the model's greedy choice; ``new_tokens`` the tokens generated;
     ``min_logit_gap`` the smallest gap between the largest and second-largest logit over every position
     whose argmax chose a token (``inf`` when none did): the margin rounding would have to overcome to
-    change a choice."""
+    change a choice; ``passes`` one ``(drafts, kept)`` pair per verify pass (the prefill excluded)."""
 
     forwards: int
     drafted: int
     accepted: int
     new_tokens: int
     min_logit_gap: float
+    passes: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def draft_acceptance(self) -> float:
+        """Estimate of alpha, the chance that a draft the model checks is right given the ones before it were:
+        accepted drafts / (accepted + rejections), one rejection per pass that stopped at a wrong draft (the
+        drafts after it were never checked). NaN when no draft was checked."""
+        rejections = sum(1 for drafts, kept in self.passes if kept < drafts)
+        checked = self.accepted + rejections
+        return self.accepted / checked if checked else float("nan")
 
     @property
     def tokens_per_forward(self) -> float:
@@ -119,7 +131,7 @@ def prompt_lookup_generate(
     gaps = [_top_gaps(logits)]  # (1,)
     tokens.append(int(logits[-1].argmax()))  # the first new token; not yet fed to the model
     forwards, drafted, accepted = 1, 0, 0
-    generated = 1
+    generated, passes = 1, []
     while generated < max_new_tokens:
         # A pass yields (accepted drafts) + 1 tokens, so draft no more than the tokens still wanted, minus one.
         drafts = lookup_drafts(tokens, ngram, min(num_draft, max_new_tokens - generated - 1))
@@ -137,6 +149,7 @@ def prompt_lookup_generate(
             for cache in caches:  # forget the rejected drafts' keys and values in every layer
                 cache.truncate(len(cache) - rejected)
         drafted, accepted, generated = drafted + len(drafts), accepted + kept, generated + kept + 1
+        passes.append((len(drafts), kept))
     min_gap = float(torch.cat(gaps).min())
-    stats = SpeculativeStats(forwards, drafted, accepted, generated, min_gap)
+    stats = SpeculativeStats(forwards, drafted, accepted, generated, min_gap, tuple(passes))
     return torch.tensor([tokens], device=input_ids.device), stats
