@@ -1315,7 +1315,8 @@ BUGS: dict[str, Bug] = {
             "rope_layout",
             "RoPE pairs in the wrong layout",
             "Two layouts of RoPE are in use: pairs (2i, 2i+1), as in the RoFormer paper and Meta's original "
-            "Llama code (GGUF too), and pairs (i, i + d/2), the 'rotate half' of Hugging Face's Llama, whose "
+            "Llama code (and the GGUF files llama.cpp converts from Llama checkpoints), and pairs (i, i + d/2), "
+            "the 'rotate half' of Hugging Face's Llama, whose "
             "conversion script permutes the q/k projection rows to match. Code written from the paper "
             "(`x[..., 0::2], x[..., 1::2]`) on weights in Hugging Face order runs without an error and computes "
             "garbage scores. huggingface/transformers issue #25199 asks why the two differ; "

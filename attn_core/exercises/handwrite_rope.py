@@ -139,7 +139,8 @@ _SUSPECTS = [
     ),
     (
         dict(layout="interleaved"),
-        "wrong pairing layout: you rotate the pairs (2i, 2i+1) (interleaved, the RoFormer / Meta-original / GGUF "
+        "wrong pairing layout: you rotate the pairs (2i, 2i+1) (interleaved, the RoFormer / Meta-original / "
+        "Llama-GGUF "
         "layout); this layer, like Llama in Hugging Face, rotates the pairs (i, i + head_dim/2): "
         f"{_ROTATE_HALF}. The two layouts differ by a permutation of q/k features, and a checkpoint fixes which one.",
     ),

@@ -7,7 +7,7 @@ asked (or the reverse), cos/sin laid out for the interleaved layout (``repeat_in
 applied with rotate-half, the rotation turned the wrong way, the frequency formula ``base^(-i/D)``
 instead of ``base^(-2i/D)``, ``base`` ignored, angles computed in float32, ``positions`` ignored or off by
 one, positions that restart at 0 in every decoding step, the query left unrotated, V rotated, keys cached
-before they were rotated, and the GGUF → Hugging Face row permutation inverted or applied across heads.
+before they were rotated, and the Meta / Llama-GGUF → Hugging Face row permutation inverted or applied across heads.
 
 The reference rotation here is written out in float64 on purpose: a grader must not share a bug
 with the code it grades.
@@ -99,7 +99,8 @@ def _close(answer: torch.Tensor, expected: torch.Tensor, atol: float) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 WRONG_LAYOUT = (
-    "wrong layout: you rotated the adjacent pairs (2i, 2i+1), the interleaved layout of RoFormer / Meta / GGUF. "
+    "wrong layout: you rotated the adjacent pairs (2i, 2i+1), the interleaved layout of RoFormer / Meta's Llama / "
+    "Llama-family GGUF. "
     "This exercise asks for the rotate-half (Llama / Hugging Face) layout: pair i is (x[i], x[i + D/2])."
 )
 WRONG_DIRECTION = (
@@ -357,13 +358,13 @@ def check_rope_decode_step(fn: Callable) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
-# Exercise 3: GGUF / Meta (interleaved) rows -> Hugging Face (rotate-half) rows
+# Exercise 3: Meta / Llama-GGUF (interleaved) rows -> Hugging Face (rotate-half) rows
 # ----------------------------------------------------------------------------------------------
 
 
 def interleaved_to_half_rows(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Reorder the output rows of a q/k projection ``(num_heads · D, hidden)`` head by head, from the
-    interleaved pair order of Meta's checkpoints and GGUF files to Hugging Face's rotate-half order
+    interleaved pair order of Meta's checkpoints and Llama-family GGUF files to Hugging Face's rotate-half order
     (as ``permute`` in transformers' ``convert_llama_weights_to_hf.py``)."""
     out_features, in_features = weight.shape
     head_dim = out_features // num_heads
@@ -380,13 +381,13 @@ def _half_to_interleaved_rows(weight: torch.Tensor, num_heads: int) -> torch.Ten
     return weight.view(num_heads, 2, head_dim // 2, in_features).transpose(1, 2).reshape(out_features, in_features)
 
 
-@never_raises("GGUF/Meta rows -> Hugging Face rows")
+@never_raises("Meta / Llama-GGUF rows -> Hugging Face rows")
 def check_interleaved_to_half_rows(fn: Callable) -> bool:
     """``fn(weight, num_heads)``: ``weight (num_heads · head_dim, hidden)`` is a q or k projection whose rows,
-    head by head, are in the interleaved order (pairs ``(2i, 2i+1)``: Meta's checkpoints, GGUF). Return the
-    same weight with the rows of each head reordered so that pair ``i`` is ``(i, i + head_dim/2)``
+    head by head, are in the interleaved order (pairs ``(2i, 2i+1)``: Meta's checkpoints, Llama-family GGUF
+    files). Return the same weight with the rows of each head reordered so that pair ``i`` is ``(i, i + head_dim/2)``
     (Hugging Face's rotate-half order)."""
-    name = "GGUF/Meta rows -> Hugging Face rows"
+    name = "Meta / Llama-GGUF rows -> Hugging Face rows"
     generator = torch.Generator().manual_seed(13)
     for num_heads, head_dim, hidden in ((2, 8, 6), (4, 8, 16), (1, 16, 4)):
         weight = torch.randn(num_heads * head_dim, hidden, dtype=torch.float64, generator=generator)  # (H·D, hidden)

@@ -60,11 +60,13 @@ CATALOG = [
                 "于是每个键都转了同样的角度，相对位置就消失了。请在 cache.update(k, v) 之前用 k 自己的位置旋转它；"
                 "缓存里的键是最终结果。"
             ),
-            "wrong pairing layout: you rotate the pairs (2i, 2i+1) (interleaved, the RoFormer / Meta-original / GGUF "
+            "wrong pairing layout: you rotate the pairs (2i, 2i+1) (interleaved, the RoFormer / Meta-original / "
+            "Llama-GGUF "
             "layout); this layer, like Llama in Hugging Face, rotates the pairs (i, i + head_dim/2): "
             f"{_ROTATE_HALF}. The two layouts differ by a permutation of q/k features, and a checkpoint fixes "
             "which one.": (
-                "配对布局不对：你旋转的是 (2i, 2i+1) 这样的对（交错布局，RoFormer / Meta 最初代码 / GGUF 的布局）；"
+                "配对布局不对：你旋转的是 (2i, 2i+1) 这样的对（交错布局，"
+                "RoFormer / Meta 最初代码 / Llama 系 GGUF 的布局）；"
                 "这个层与 Hugging Face 中的 Llama 一样，旋转的是 (i, i + head_dim/2) 这样的对："
                 f"{_ROTATE_HALF_ZH}。两种布局相差一个 q/k 特征的置换，用哪一种由检查点决定。"
             ),

@@ -32,7 +32,7 @@ CATALOG = [
         {
             "RoPE, rotate-half layout": "RoPE（rotate-half 布局）",
             "decoding step with RoPE and a KV cache": "带 RoPE 和键值缓存的一步解码",
-            "GGUF/Meta rows -> Hugging Face rows": "GGUF/Meta 的行 -> Hugging Face 的行",
+            "Meta / Llama-GGUF rows -> Hugging Face rows": "Meta / Llama 系 GGUF 的行 -> Hugging Face 的行",
         }
     ),
     # ---- the cases a verdict is about
@@ -84,7 +84,8 @@ CATALOG = [
     # ---- exercise 1: rotate-half RoPE from scratch
     *exact(
         {
-            WRONG_LAYOUT: "布局不对：你旋转的是相邻的对 (2i, 2i+1)，这是 RoFormer / Meta / GGUF 的交错布局。"
+            WRONG_LAYOUT: "布局不对：你旋转的是相邻的对 (2i, 2i+1)，"
+            "这是 RoFormer / Meta 的 Llama / Llama 系 GGUF 的交错布局。"
             "这道练习要求的是 rotate-half（Llama / Hugging Face）布局：第 i 对是 (x[i], x[i + D/2])。",
             WRONG_DIRECTION: "你的旋转方向反了（转了 −angle）：rotate_half(x) 是 cat(−x2, x1)，而不是 "
             "cat(x2, −x1)；旋转后的一对是 (x1·cos − x2·sin, x1·sin + x2·cos)。",
@@ -219,7 +220,7 @@ CATALOG = [
         r"\(scale 1/√D; no mask is needed for one query\)\.",
         "缓存对了，输出却不对：请用旋转后的 q 在整个更新后的缓存上做注意力（缩放 1/√D；一个查询不需要掩码）。",
     ),
-    # ---- exercise 3: GGUF / Meta rows to Hugging Face rows
+    # ---- exercise 3: Meta / Llama-GGUF rows to Hugging Face rows
     (
         rf"you returned the transposed weight (?P<shape>{_SHAPE}): keep \(out_features, in_features\) = "
         rf"(?P<expected>{_SHAPE}) and reorder its rows\.",
