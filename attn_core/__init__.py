@@ -42,12 +42,13 @@ from attn_core.models.gemma3 import load_gemma3
 from attn_core.models.minilm import load_minilm
 from attn_core.paged_cache import PagedKVCache
 from attn_core.rope import apply_rope, rope_angles
-from attn_core.tiled import tiled_attention
+from attn_core.tiled import TiledAttentionCompileWarning, tiled_attention
 from attn_core.viz.plotting import plot_attention
 
 __all__ = [
     "scaled_dot_product_attention",
     "tiled_attention",
+    "TiledAttentionCompileWarning",
     "merge_attention",
     "causal_mask",
     "padding_mask",

@@ -19,7 +19,10 @@ RoPE cannot be absorbed: the rotation of key ``t`` depends on its position, so `
 separate, small, shared key that is cached already rotated.
 
 Parameter names follow DeepSeek / Hugging Face (``load_state_dict`` from ``DeepseekV3Attention`` works with
-no renaming). ``rope_interleave=True`` rotates pairs ``(2i, 2i + 1)`` (DeepSeek's checkpoints); Hugging
+no renaming). The released DeepSeek-V3 config also uses YaRN rope scaling (factor 40, ``mscale_all_dim`` 1), and
+with it Hugging Face multiplies the softmax scale by ``(0.1 · ln 40 + 1)² ≈ 1.874``. This layer has no rope
+scaling: multiply ``layer.scale`` by that factor to reproduce the released model (notebook 09 computes it).
+``rope_interleave=True`` rotates pairs ``(2i, 2i + 1)`` (DeepSeek's checkpoints); Hugging
 Face's ``apply_rotary_pos_emb_interleave`` returns the rotated pairs de-interleaved (evens then odds), we keep
 them interleaved: the same permutation of q and k, so every score, output and weight is identical; only the
 feature order of the cached ``k_rope`` differs. ``rope_interleave=False`` is the "rotate half" layout.
