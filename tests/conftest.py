@@ -84,4 +84,4 @@ def browser():
 # ----------------------------------------------------------------------------- Chinese edition audit
 # Every exercise verdict printed in this session is also looked up in attn_core's Chinese catalogs; the
 # untranslated ones go to build/zh_untranslated.txt and fail the session (unless ATTN_ZH_STRICT=0; tests/zh_audit.py).
-from zh_audit import pytest_sessionfinish, pytest_terminal_summary  # noqa: E402, F401
+from zh_audit import pytest_sessionfinish, pytest_terminal_summary, pytest_testnodedown  # noqa: E402, F401

@@ -23,12 +23,33 @@ i18n.start_audit()  # from the moment tests/conftest.py is imported, before any 
 
 
 def _strict_failure() -> bool:
-    return STRICT and bool(i18n.untranslated())
+    return STRICT and bool(_missing())
+
+
+# Under pytest-xdist each worker records its own verdicts: a worker hands them to the controller through
+# ``workeroutput`` when it finishes, and the controller (the process that reports) adds them to its own.
+_from_workers: dict[str, int] = {}
+
+
+def _missing() -> dict[str, int]:
+    missing = i18n.untranslated()
+    for message, count in _from_workers.items():
+        missing[message] = missing.get(message, 0) + count
+    return missing
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # an xdist hook: called in the controller as a worker ends
+    for message, count in getattr(node, "workeroutput", {}).get("zh_untranslated", {}).items():
+        _from_workers[message] = _from_workers.get(message, 0) + count
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    missing = i18n.untranslated()
+    missing = _missing()
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller reports and fails the session
+        session.config.workeroutput["zh_untranslated"] = missing
+        return
     if missing:
         path = session.config.rootpath / REPORT
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,7 +61,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    missing = i18n.untranslated()
+    missing = _missing()
     if not missing:
         return
     terminalreporter.section("Chinese edition: untranslated verdicts")
