@@ -54,7 +54,10 @@ class KVCache(BoundToOneLayer):
     ``W`` tokens, plus the first ``num_sinks`` tokens forever; a layer attending over it gives every
     query the keys ``q - W < k <= q`` and the sinks ``k < num_sinks`` (causal), which is exactly the
     sliding-window mask (``ac.sliding_window_mask(L, W)``) over the full sequence when ``num_sinks=0``,
-    whatever the chunking. Positions policy: a cached token keeps its original position (keys are
+    whatever the chunking. The sinks stay visible whatever the layer's own ``sliding_window``: the layer's
+    window bounds the other keys, ``(q - k < min(W, sliding_window)) | (k < num_sinks)``. On a layer trained
+    with a short window that shows keys at distances it never saw (notebook 13 measures what it costs).
+    Positions policy: a cached token keeps its original position (keys are
     cached after RoPE, as in every layer here); nothing is re-indexed when older tokens are evicted.
     ``max_rollback=R`` keeps ``R`` more slots so that ``truncate`` can undo up to ``R`` tokens after the
     ring has wrapped (speculative decoding); those extra tokens are held but never attended to.
