@@ -143,7 +143,7 @@ class Gemma3(nn.Module):
         *,
         return_attention: bool = False,
         last_only: bool = False,
-        prefill_chunk: int = PREFILL_CHUNK,
+        prefill_chunk: int | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """``input_ids (B, L)`` int64 -> logits ``(B, L, vocab)`` float32 (``(B, 1, vocab)`` with ``last_only``).
 
@@ -151,7 +151,8 @@ class Gemma3(nn.Module):
         ``len(cache)`` already cached. ``attention_mask`` (Hugging Face's: ``(B, len(cache) + L)``, 1 = real
         token, 0 = padding; bool or integer) runs a padded batch: each row's logits at its real tokens are the
         ones it gets alone (positions count real tokens; ``gemma3_padding``). ``return_attention=True`` also
-        returns each layer's weights ``(B, heads, L, T)``. A prompt longer than ``prefill_chunk`` tokens goes
+        returns each layer's weights ``(B, heads, L, T)``. A prompt longer than ``prefill_chunk`` tokens (None:
+        ``PREFILL_CHUNK``, 1024) goes
         through the KV caches (temporary ones when none are given) ``prefill_chunk`` queries at a time, so no
         layer holds more than ``(B, heads, prefill_chunk, T)`` scores (one full ``L x L`` layer at 32k tokens:
         17 GB); not with ``return_attention``, which asks for the full maps.
@@ -161,6 +162,7 @@ class Gemma3(nn.Module):
         self._check_ids(input_ids)
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"caches must hold one KVCache per layer ({len(self.layers)}), got {len(caches)}.")
+        prefill_chunk = PREFILL_CHUNK if prefill_chunk is None else prefill_chunk
         if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, int) or prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be an int >= 1 (queries per pass), got {prefill_chunk!r}.")
         batch, length = input_ids.shape
