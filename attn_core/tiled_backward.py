@@ -20,8 +20,11 @@ are accumulated over the query tiles of the inner loop in a tile-sized buffer (o
 registers of the thread block that owns key tile ``j``) and written once, when the inner loop
 ends. ``dQ_i`` receives a term from every key tile, so it is added into a full-size dQ buffer
 (on a GPU, with atomic adds, since the key tiles run in parallel; here they run one after
-another, so a plain in-place add does it, in a fixed order). The memory is one score
-tile and one dP tile per kv head, as in the forward. With grouped-query attention the ``G``
+another, so a plain in-place add does it, in a fixed order). The scale is folded into the key
+tile: ``S = Q_i (scale·K_j)ᵀ`` and ``dQ_i += dS (scale·K_j)``, and ``dK_j`` is multiplied by
+scale once, when written. The memory is one score tile and one dP tile per kv head, as in the
+forward, the key tile's dK_j and dV_j, and the full-size dQ (the returned gradient itself for
+float32 and float64 inputs, a float32 buffer for half ones). With grouped-query attention the ``G``
 query heads of a kv head are stacked into the rows of one tile, so the products ``Pᵀ dO`` and
 ``dSᵀ Q`` sum the group's contributions into their kv head.
 """
@@ -104,8 +107,9 @@ def tiled_attention_backward(
     if grad_lse is not None:
         delta -= grad_lse.reshape(num_matrices, group, q_len)  # (N, G, Lq)
 
-    # Flat buffers that every tile is a contiguous view of, as in the forward: the loops
-    # allocate nothing of tile size.
+    # Flat buffers that every tile is a contiguous view of, as in the forward: the inner loop
+    # allocates nothing of tile size (for half-precision inputs the outer loop converts each
+    # value tile to float32).
     max_rows = group * min(block_size, q_len - first_query)
     max_keys = min(block_size, k_len)
     flat = {"scores": max_keys, "grad_probs": max_keys, "q": head_dim, "grad_q": head_dim, "grad_out": v_dim}
