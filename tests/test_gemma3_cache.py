@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import warnings
 
 import pytest
@@ -37,6 +38,7 @@ def synthetic(tmp_path, monkeypatch):
     generator = torch.Generator().manual_seed(0)
     tensors = {f"layers.{i}.w": torch.randn(8, 16, generator=generator) for i in range(4)}  # 4 x 512 bytes
     save_file(tensors, folder / "model.safetensors")
+    os.utime(folder / "model.safetensors", ns=(0, 10**18))  # a fixed past mtime: any later write moves it
     (folder / "tokenizer.json").write_text('{"model": "a stand-in"}')
     record = gemma3_cache.make_record(folder, config={"hidden_dim": 16}, gguf_sha256=gemma3.SHA256)
     gemma3_cache.write_stamp(folder, record)  # writes config.json
@@ -104,12 +106,19 @@ def test_a_corrupted_cache_is_detected_and_rebuilt(synthetic, monkeypatch, spoil
         assert any(message in str(w.message) and "Rebuilding" in str(w.message) for w in caught), spoil
 
 
-def test_garbage_that_keeps_the_modification_time_is_caught_by_the_spot_checks(synthetic):
-    write_garbage(
-        synthetic / "model.safetensors", header_length(synthetic / "model.safetensors") + 64, 64, keep_mtime=True
-    )
+def test_garbage_that_keeps_the_modification_time_is_caught(synthetic):
+    weights = synthetic / "model.safetensors"
+    time.sleep(0.05)  # past the file system's timestamp tick (a few ms), as any real later write is
+    write_garbage(weights, header_length(weights) + 64, 64, keep_mtime=True)  # the status-change time still moves
+    assert "changed since conversion" in gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=0)
+
+
+def test_bit_rot_under_a_matching_stamp_is_caught_by_the_spot_checks(synthetic):
+    weights = synthetic / "model.safetensors"
+    write_garbage(weights, header_length(weights) + 64, 64)
+    gemma3_cache.write_stamp(synthetic, json.loads((synthetic / "config.json").read_text()))  # times unchanged
     chunks = len(json.loads((synthetic / "config.json").read_text())["weights_chunk_sha256"])
-    assert gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=0) is None  # the stamp still matches
+    assert gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=0) is None  # the stamp is trusted
     assert "changed since conversion" in gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=chunks)
     edit_config(synthetic, lambda record: record.pop("verified"))  # no stamp: the full check
     assert "changed since conversion" in gemma3_cache.cache_problem(synthetic, gemma3.SHA256, spot_chunks=0)

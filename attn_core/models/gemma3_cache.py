@@ -10,11 +10,11 @@ The cache folder holds ``model.safetensors`` (1 GB of float32 weights), ``tokeni
 - ``weights_chunk_sha256``: one sha256 per 4 MiB chunk of ``model.safetensors``.
 
 Hashing all 1 GB costs ~1.5-2.5 s, more than the load itself (~1.3 s), so the full check runs once per
-build and again whenever the file's size or modification time differs from the stamp written by the last full
-check (``config.json``'s ``verified``, outside ``record_sha256``); every load also re-hashes ``SPOT_CHUNKS``
-chunks picked at random (a few milliseconds), which in time catches a corruption that kept the modification
-time (bit rot, a copy with ``touch -r``). Writing garbage into the file changes its modification time, so that
-is caught on the next load. These guard against accidents, not against an attacker (who could rewrite the
+build and again whenever the file's size, modification time or status-change time (which every write moves,
+and which ``touch -r`` cannot set back) differs from the stamp written by the last full check
+(``config.json``'s ``verified``, outside ``record_sha256``); every load also re-hashes ``SPOT_CHUNKS`` chunks
+picked at random (a few milliseconds), which in time catches a corruption that left the file's times alone (bit
+rot). These guard against accidents, not against an attacker (who could rewrite the
 record too).
 """
 
@@ -97,7 +97,13 @@ def make_record(folder: Path, *, config: dict, gguf_sha256: str) -> dict:
 
 def _stamp_of(folder: Path, record: dict) -> dict:
     stat = (folder / "model.safetensors").stat()
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "record_sha256": record["record_sha256"]}
+    # ctime changes with any write and cannot be set back (os.utime sets only atime/mtime); a copy changes it too
+    return {
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "record_sha256": record["record_sha256"],
+    }
 
 
 def write_stamp(folder: Path, record: dict) -> None:
