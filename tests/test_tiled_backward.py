@@ -443,8 +443,9 @@ def gradient_error_bounds(
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("is_causal", [False, True], ids=["full", "causal"])
-def test_half_and_single_precision_gradients_within_the_derived_bound(dtype, is_causal):
-    q, k, v, grad_out, _ = make_inputs((2,), 4, 2, 40, 48, 16, 16, seed=10, dtype=dtype)
+@pytest.mark.parametrize("kv_heads", [2, 4], ids=["GQA", "MHA"])  # MHA: dQ accumulated in place, no stacked copies
+def test_half_and_single_precision_gradients_within_the_derived_bound(dtype, is_causal, kv_heads):
+    q, k, v, grad_out, _ = make_inputs((2,), 4, kv_heads, 40, 48, 16, 16, seed=10, dtype=dtype)
     q, k, v = (t.requires_grad_(True) for t in (q, k, v))
     ours = torch.autograd.grad(ac.tiled_attention(q, k, v, is_causal=is_causal, block_size=16), (q, k, v), grad_out)
     # Reference: the same (rounded) inputs in float64.
