@@ -392,20 +392,26 @@ def gradient_error_bounds(
     - score s_ij = scale·q_i·k_j (D products, q scaled first): δs ≤ (D+1)·u·scale·(|q_i|·|k_j|);
     - lse_i = log Σ_j exp(s_ij), a weighted mean of the δs plus the sum: δlse ≤ max_j δs_ij + (Lk+2)·u;
     - P_ij = exp(s_ij − lse_i): relative ρ_ij = δs_ij + δlse_i + 2u;
-    - the saved output O_i = Σ_j P_ij v_j: δO ≤ Σ_j P_ij·(ρ_ij + (Lk+1)·u)·|v_j| + u_s·|O_i|, u_s the
+    - the saved output O_i = Σ_j P_ij v_j: δO ≤ Σ_j P_ij·(ρ_ij + (Lk+1)·u)·|v_j| + u_s·|O_i| + η_s, u_s the
       rounding to ``storage_dtype`` (the output is saved in q's dtype);
     - dP_ij = dO_i·v_j: δdP ≤ Dv·u·(|dO_i|·|v_j|);  D_i = dO_i·O_i: δD ≤ (Dv+1)·u·(|dO_i|·|O_i|) + |dO_i|·δO_i;
     - dS_ij = P_ij·(dP_ij − D_i): δdS ≤ P_ij·((ρ_ij + 2u)·|dP_ij − D_i| + δdP_ij + δD_i);
     - dV_j = Σ_i P_ij dO_i over R = G·Lq rows: δdV ≤ Σ_i P_ij·(ρ_ij + (R+1)·u)·|dO_i|;
     - dQ_i = scale·Σ_j dS_ij k_j: δdQ ≤ scale·Σ_j (δdS_ij + (Lk+2)·u·|dS_ij|)·|k_j|;
     - dK_j = Σ_i dS_ij (scale·q_i): δdK ≤ scale·Σ_i (δdS_ij + (R+2)·u·|dS_ij|)·|q_i|;
-    - each gradient is finally rounded to ``storage_dtype``: + u_s·|gradient|.
+    - each gradient is finally rounded to ``storage_dtype``: + u_s·|gradient| + η_s.
+
+    η_s is half the smallest subnormal of ``storage_dtype`` (2⁻²⁵ for float16): below the normal
+    range a rounding error is absolute, not relative (a float16 dV entry of -2.8e-5 is rounded
+    to a multiple of 2⁻²⁴, off by 2.4e-8 where u_s·|dV| allows only 1.4e-8).
 
     A bound for any summation order, first order in u (the second-order terms are ~u² · the same
     sums, far below).
     """
     u = torch.finfo(torch.float32).eps / 2
     u_s = torch.finfo(storage_dtype).eps / 2 if storage_dtype != torch.float32 else u
+    storage = torch.finfo(storage_dtype)
+    eta_s = storage.smallest_normal * storage.eps / 2  # half the smallest subnormal
     q, k, v, grad_out = (t.double() for t in (q, k, v, grad_out))
     head_dim, v_dim, q_len, k_len = q.shape[-1], v.shape[-1], q.shape[-2], k.shape[-2]
     group = q.shape[-3] // k.shape[-3]
@@ -422,7 +428,7 @@ def gradient_error_bounds(
     score_err = (head_dim + 1) * u * scale * (q.abs() @ k.abs().transpose(-2, -1))  # (B, Hq, Lq, Lk)
     lse_err = score_err.masked_fill(~mask, 0).amax(-1, keepdim=True) + (k_len + 2) * u  # (B, Hq, Lq, 1)
     rho = score_err + lse_err + 2 * u  # (B, Hq, Lq, Lk), relative error of each weight
-    output_err = (probs * (rho + (k_len + 1) * u)) @ v.abs() + u_s * output.abs()  # (B, Hq, Lq, Dv)
+    output_err = (probs * (rho + (k_len + 1) * u)) @ v.abs() + u_s * output.abs() + eta_s  # (B, Hq, Lq, Dv)
     grad_probs_err = v_dim * u * (grad_out.abs() @ v.abs().transpose(-2, -1))  # (B, Hq, Lq, Lk)
     delta_err = ((v_dim + 1) * u * grad_out.abs() * output.abs() + grad_out.abs() * output_err).sum(-1, keepdim=True)
     grad_scores_err = probs * (
@@ -438,7 +444,7 @@ def gradient_error_bounds(
     q_err = scale * (grad_scores_err + (k_len + 2) * u * grad_scores.abs()) @ k.abs()  # (B, Hq, Lq, D)
     k_err = per_kv_head(scale * (grad_scores_err + (rows + 2) * u * grad_scores.abs()).transpose(-2, -1) @ q.abs())
     v_err = per_kv_head((probs * (rho + (rows + 1) * u)).transpose(-2, -1) @ grad_out.abs())  # (B, Hkv, Lk, Dv)
-    return tuple(err + u_s * g.abs() for err, g in ((q_err, grad_q), (k_err, grad_k), (v_err, grad_v)))
+    return tuple(err + u_s * g.abs() + eta_s for err, g in ((q_err, grad_q), (k_err, grad_k), (v_err, grad_v)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
