@@ -7,6 +7,10 @@ process's peak resident memory. The model alone (load + a 16-token prefill) is m
 
     python benchmarks/gemma3_prefill_memory.py            # 8192 tokens
     python benchmarks/gemma3_prefill_memory.py --tokens 4096
+
+Measured (2-core x86 Linux, torch 2.13 CPU, one thread, load average ~2): model alone 1709 MiB; 8192 tokens in
+chunks of 1024: 1891 MiB peak, 46 s; in one pass: 4754 MiB peak, 117 s. The attention's working memory goes from
+~3.0 GB to ~0.18 GB, and the prefill is faster too (no 8192 x 8192 masks, scores, softmax).
 """
 
 from __future__ import annotations
