@@ -31,7 +31,7 @@ from matplotlib.patches import Rectangle
 from attn_core.viz.head_view import thin_labels
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT, _Heatmap
 from attn_core.viz.textpaths import TextBatch, text_width
-from attn_core.viz.widgets import _STYLE, Explorer
+from attn_core.viz.widgets import _STYLE, Explorer, control_row
 
 __all__ = [
     "PREVIOUS_TOKEN_THRESHOLD",
@@ -315,7 +315,7 @@ class TrainingExplorer(Explorer):
         super().__init__("training", controls, fixed, save_dir)
         self.link = widgets.jslink((self.play, "value"), (step, "value"))
         others = [control for name, control in controls.items() if name != "step" and name not in self.DISPLAY]
-        self.widget.children = (widgets.HBox([self.play, step, *others]), *self.widget.children[1:])
+        self.widget.children = (control_row([self.play, step, *others]), *self.widget.children[1:])
 
     def render(self, params: dict) -> tuple[Figure, str]:
         figure = render_training(self.history, **params)
