@@ -19,7 +19,7 @@ from torch import nn
 from attn_core.attention import check_dropout_p, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
 from attn_core.masks import cache_window_mask
-from attn_core.rope import _as_positions, _check_base, apply_rope
+from attn_core.rope import _as_token_positions, _check_base, apply_rope
 
 __all__ = ["GroupedQueryAttention", "MultiHeadAttention", "MultiQueryAttention"]
 
@@ -56,7 +56,8 @@ class GroupedQueryAttention(nn.Module):
         attends over ``cache.sequence(seq_id)``, which behaves like a KVCache of batch 1.
         With a window (the layer's ``sliding_window`` or the cache's ``window``) the mask is built from
         token indices: query ``len(cache) + i`` sees the keys at indices ``j <= len(cache) + i`` within the
-        window (a window implies causal attention, so ``is_causal`` changes nothing there).
+        window (a window implies causal attention, so ``is_causal`` changes nothing there). A
+        ``KVCache(window, num_sinks)``'s sinks stay visible whatever the layer's own ``sliding_window``.
         ``key_mask`` boolean ``(B, N)`` over the whole sequence so far (``N >= len(cache) + Lq`` token indices;
         True = a real token, False = padding): padding keys are hidden from every query (a padding query that
         sees no real key gets a zero output). Hugging Face's ``attention_mask`` as ``.bool()``.
@@ -188,6 +189,11 @@ class GroupedQueryAttention(nn.Module):
                     "Pass cache=ac.PagedKVCache(...), or drop seq_id= for a KVCache."
                 )
             cache = cache.sequence(seq_id)  # behaves like a KVCache of batch 1
+        if cache is not None and not (hasattr(cache, "update") and hasattr(cache, "bind")):
+            raise TypeError(
+                f"cache must be an attn_core.KVCache (or a PagedKVCache with seq_id=...), got {type(cache).__name__}"
+                f" {cache!r:.60}. Create one per layer: caches = [ac.KVCache() for _ in layers]."
+            )
         source = x if context is None else context
         if self.rope_base is None and positions is not None:
             raise ValueError(
@@ -288,7 +294,7 @@ class GroupedQueryAttention(nn.Module):
         if positions is None:
             start = len(cache) if cache is not None else 0  # keys already cached sit at 0 .. start-1
             return torch.arange(start, start + q_len, device=device)  # (Lq,)
-        positions = _as_positions(positions, device)  # (Lq,) or (B, Lq)
+        positions = _as_token_positions(positions, device)  # (Lq,) or (B, Lq); token indices are >= 0
         if positions.ndim == 1 and positions.shape[0] == q_len:
             return positions  # (Lq,): the same positions for every sequence
         if positions.ndim == 2 and positions.shape[0] in (1, batch) and positions.shape[1] == q_len:

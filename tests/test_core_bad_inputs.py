@@ -33,8 +33,23 @@ def merge_with(lse_a_value: float):
     return ac.merge_attention(out, lse_a, out, torch.zeros_like(lse_a))
 
 
+def gqa() -> ac.GroupedQueryAttention:
+    torch.manual_seed(0)
+    return ac.GroupedQueryAttention(8, 2, 1, rope_base=10000.0)
+
+
 CASES = {
     # B1: a layer's positions are token indices
+    "gqa negative positions": (
+        lambda: gqa()(torch.zeros(1, 3, 8), positions=torch.tensor([-3, -2, -1])),
+        ValueError,
+        r"positions must be >= 0 \(token indices\), got \[-3, -2, -1\].*torch.arange",
+    ),
+    "gqa cache={}": (
+        lambda: gqa()(torch.zeros(1, 3, 8), cache={}),
+        TypeError,
+        r"cache must be an attn_core.KVCache .*got dict.*ac.KVCache\(\)",
+    ),
     "mla negative positions": (
         lambda: mla()(torch.zeros(1, 3, 8), positions=torch.tensor([-3, -2, -1])),
         ValueError,
