@@ -143,8 +143,9 @@ def test_float32_logits_give_float64_probabilities():
     ("kwargs", "match"),
     [
         (dict(temperature=0.0), "temperature must be > 0"),
-        (dict(temperature=-1.0), "temperature must be > 0"),
-        (dict(temperature=float("nan")), "temperature must be > 0"),
+        (dict(temperature=-1.0), "temperature must be a number >= 0"),
+        (dict(temperature=float("nan")), "temperature must be a number >= 0"),
+        (dict(temperature="hot"), "temperature must be a number >= 0"),
         (dict(top_k=0), "top_k must be None or an int >= 1"),
         (dict(top_k=-2), "top_k must be None or an int >= 1"),
         (dict(top_k=2.0), "top_k must be None or an int >= 1"),
@@ -159,6 +160,20 @@ def test_float32_logits_give_float64_probabilities():
 def test_bad_settings_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         next_token_distribution(torch.zeros(1, 4), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(temperature="hot"), "temperature must be a number >= 0"),  # was a raw TypeError
+        (dict(temperature=-0.5), "temperature must be a number >= 0"),  # was treated as a draw, then refused
+        (dict(temperature=0, top_k=0), "top_k must be None or an int >= 1"),  # greedy skipped every check
+        (dict(temperature=0, top_p=2.0), r"top_p must be None or in \(0, 1\]"),
+    ],
+)
+def test_sample_next_checks_its_settings_also_when_greedy(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        sample_next(torch.zeros(1, 4), **kwargs)
 
 
 # --------------------------------------------------------------------------- sampling and the decode loop
@@ -206,3 +221,10 @@ def test_bad_max_new_tokens_raise(max_new_tokens):
 def test_empty_prompt_raises():
     with pytest.raises(ValueError, match="the prompt is empty"):
         generate_tokens(lambda ids: torch.zeros(1, 3), torch.zeros(1, 0, dtype=torch.long), 2)
+
+
+@pytest.mark.parametrize("input_ids", [[[1, 2]], torch.tensor([1, 2]), torch.tensor([[1.0, 2.0]])])
+def test_prompt_must_be_an_integer_tensor_b_by_l(input_ids):
+    """A list (was an AttributeError), a 1-D tensor or float ids get one clear message with an example."""
+    with pytest.raises(ValueError, match=r"input_ids must be an integer tensor \(B, L\).*torch.tensor\(\[\["):
+        generate_tokens(lambda ids: torch.zeros(1, 3), input_ids, 2)
