@@ -218,3 +218,13 @@ def test_gemma_longer_than_the_window(gemma):
     out, stats = prompt_lookup_generate(gemma, ids, 6, num_draft=4, ngram=2)
     assert torch.equal(out, reference), gemma.decode(out[0, ids.shape[1] :])
     assert stats.accepted > 0 and stats.forwards < 6 and stats.min_logit_gap > ROUNDING_BOUND
+
+
+def test_lookup_drafts_takes_a_tensor_like_a_list():
+    """A 1-D tensor used to work only for ngram=1 (its slices compared element-wise); a 2-D one is refused."""
+    ids = [5, 6, 7, 5, 6, 9, 5, 6]
+    for ngram in (1, 2, 3):
+        assert lookup_drafts(torch.tensor(ids), ngram, 3) == lookup_drafts(ids, ngram, 3)
+    assert lookup_drafts(torch.tensor(ids), 2, 3) == [9, 5, 6]
+    with pytest.raises(ValueError, match=r"1-D integer tensor, got a tensor \(1, 8\).*ids\[0\]"):
+        lookup_drafts(torch.tensor([ids]), 2, 3)

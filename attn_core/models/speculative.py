@@ -70,14 +70,21 @@ def _check_count(name: str, value: object, minimum: int) -> None:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}.")
 
 
-def lookup_drafts(tokens: list[int], ngram: int, num_draft: int) -> list[int]:
+def lookup_drafts(tokens: list[int] | torch.Tensor, ngram: int, num_draft: int) -> list[int]:
     """Up to ``num_draft`` tokens that followed the last earlier occurrence of ``tokens[-ngram:]``.
 
-    ``[]`` when that n-gram has not occurred before (or ``tokens`` is shorter than ``ngram + 1``). The
-    occurrence may overlap the end: in ``a b a b a b`` the bigram ``a b`` last occurred at 2, followed by
-    ``a b``."""
+    ``tokens``: a list of ids or a 1-D integer tensor. ``[]`` when that n-gram has not occurred before (or
+    ``tokens`` is shorter than ``ngram + 1``). The occurrence may overlap the end: in ``a b a b a b`` the bigram
+    ``a b`` last occurred at 2, followed by ``a b``."""
     _check_count("ngram", ngram, 1)
     _check_count("num_draft", num_draft, 0)
+    if isinstance(tokens, torch.Tensor):  # compared as a list: slices of a tensor compare element-wise
+        if tokens.ndim != 1 or tokens.is_floating_point():
+            raise ValueError(
+                f"tokens must be a list of ids or a 1-D integer tensor, got a tensor {tuple(tokens.shape)} of "
+                f"{tokens.dtype}: pass one sequence, e.g. ids[0]."
+            )
+        tokens = tokens.tolist()
     if num_draft == 0 or len(tokens) <= ngram:
         return []
     tail = tokens[-ngram:]
