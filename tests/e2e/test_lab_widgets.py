@@ -159,7 +159,19 @@ def open_notebook(page, lab, notebook: str) -> None:
     page.goto(lab.page_url(notebook), timeout=timeout_ms)
     page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for(timeout=timeout_ms)
     page.locator(".jp-NotebookPanel .jp-Spinner").wait_for(state="detached", timeout=timeout_ms)
+    # The page's indicator reads "idle" before the kernel exists. A Run All clicked then is lost when the kernel
+    # connects: cells queued, then dropped, left at [ ] (seen on a loaded machine). Ask the server.
+    poll(lambda: kernel_state(lab, notebook) == "idle", OPEN_TIMEOUT_S, f"no idle kernel for {notebook} on the server")
     wait_idle(page, OPEN_TIMEOUT_S)
+
+
+def kernel_state(lab, notebook: str) -> str | None:
+    """The server's execution state of the kernel of ``notebooks/<notebook>``'s session; None while there is none."""
+    for session in lab.api("GET", "/api/sessions") or []:
+        if session.get("path", "").endswith(f"notebooks/{notebook}") and session.get("kernel"):
+            kernel = lab.api("GET", f"/api/kernels/{session['kernel']['id']}")
+            return kernel.get("execution_state") if kernel else None
+    return None
 
 
 def click_run_all(page) -> None:
