@@ -81,6 +81,25 @@ def browser():
             chromium.close()
 
 
+# ----------------------------------------------------------------------------- the real decoder
+# The Gemma 3 test modules (tests/test_gemma3*.py) share these; module scope, as before, so no test module sees
+# what another did to the model.
+@pytest.fixture(scope="module")
+def lm():
+    """Gemma 3 270M in our layers (the packaged GGUF, converted once into the cache)."""
+    import attn_core as ac
+
+    return ac.load_gemma3()
+
+
+@pytest.fixture(scope="module")
+def hf(lm):
+    """Hugging Face's ``Gemma3ForCausalLM`` (eager) built on the same tensors."""
+    from attn_core.models.gemma3_reference import hugging_face_gemma3
+
+    return hugging_face_gemma3(lm)
+
+
 # ----------------------------------------------------------------------------- Chinese edition audit
 # Every exercise verdict printed in this session is also looked up in attn_core's Chinese catalogs; the
 # untranslated ones go to build/zh_untranslated.txt and fail the session (unless ATTN_ZH_STRICT=0; tests/zh_audit.py).

@@ -54,16 +54,6 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def lm():
-    return ac.load_gemma3()
-
-
-@pytest.fixture(scope="module")
-def hf(lm):
-    return hugging_face_gemma3(lm)
-
-
-@pytest.fixture(scope="module")
 def prompt_ids(lm):
     return torch.tensor([lm.encode(PROMPT)])  # (1, 14)
 

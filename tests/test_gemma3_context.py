@@ -20,11 +20,6 @@ COLOURS, THINGS = ["red", "blue", "green", "old", "new", "small", "large"], ["bo
 LONG_TEXT = " ".join(f"Item {i}: the {COLOURS[i % 7]} {THINGS[i % 5]} holds {i * 7 % 31} stones." for i in range(46))
 
 
-@pytest.fixture(scope="module")
-def lm():
-    return ac.load_gemma3()
-
-
 class Computed(Exception):
     """Raised by a hook on the embedding: the model started computing."""
 

@@ -20,21 +20,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core.models.gemma3_reference import hugging_face_gemma3  # noqa: E402
 
 LOGIT_TOL32 = 18 * 10 * math.sqrt(2048) * 2.0**-24  # relative to max |logit| (test_gemma3.py's derivation)
 TEXTS = ["The capital of France is Paris, and the capital of Germany is", "Hello", "Attention is all you"]
 PAD = 0
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return ac.load_gemma3()
-
-
-@pytest.fixture(scope="module")
-def hf(lm):
-    return hugging_face_gemma3(lm)
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,6 @@ from pathlib import Path  # noqa: E402
 
 import nbformat  # noqa: E402
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -57,11 +56,6 @@ U = torch.finfo(torch.float32).eps / 2  # unit roundoff of float32
 def stage_bound(config, stages: int) -> float:
     """Notebook 11's a-priori float32 rounding bound after ``stages`` stages, relative to the largest value."""
     return 4 * math.sqrt(config.ffn_dim) * U * stages
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return ac.load_gemma3()
 
 
 def hugging_face_reference(lm) -> tuple[dict[str, torch.Tensor], dict[str, str], torch.Tensor]:
