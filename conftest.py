@@ -2,7 +2,7 @@
 
 ``pytest`` (pyproject's addopts: ``-n auto --dist loadfile``) spreads the test files over two worker processes with
 pytest-xdist, each file whole on one worker: a notebook's cells must run in order in one kernel, and the browser
-tests share one JupyterLab. Measured on a 2-core machine (README, Tests): the full suite in 399 s instead of 665 s.
+tests share one JupyterLab. Measured on a 2-core machine (README, Performance): the whole suite in 399 s, not 665 s.
 Only a run over a folder (``pytest``, ``pytest notebooks``) does this. A run that names files
 (``pytest notebooks/05_masks_and_dropout.ipynb``, ``pytest tests/test_rope.py tests/test_masks.py``) stays in one
 process: two small test files took 10.6 s on two workers and 3.3 s in one process.
