@@ -45,6 +45,14 @@ from attn_core.rope import apply_rope, rope_angles
 from attn_core.tiled import TiledAttentionCompileWarning, tiled_attention
 from attn_core.viz.plotting import plot_attention
 
+# round 3 (one line per issue; each issue's helper fills its own)
+# round 3 #22 long context: rope_frequencies
+# round 3 #23 linear attention
+# round 3 #24 sparse attention
+# round 3 #25 sinks, gates, differential attention
+# round 3 #26 serving engine
+# round 3 #27 triton attention
+
 __all__ = [
     "scaled_dot_product_attention",
     "tiled_attention",
@@ -72,6 +80,7 @@ __all__ = [
     "set_language",
     "get_language",
     "load_gemma3",
+    # round 3 names (each issue adds its own below this line)
 ]
 
 __version__ = "0.1.0"

@@ -52,6 +52,6 @@ def store_outputs(path: Path) -> float:
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
-    paths = [Path(p).resolve() for p in sys.argv[1:]] or sorted(here.glob("[0-9][0-9]_*.ipynb"))
+    paths = [Path(p).resolve() for p in sys.argv[1:]] or sorted(here.glob("[0-9][0-9]*_*.ipynb"))
     for path in paths:
         print(f"{path.name}: {store_outputs(path):.1f} s")

@@ -111,7 +111,7 @@ def log(message: str) -> None:
 
 def default_notebooks(zh: bool = False) -> list[Path]:
     """Every numbered notebook of the series, in order (``zh``: the Chinese edition, notebooks/zh/)."""
-    return sorted((REPO / "notebooks" / ("zh" if zh else "")).glob("[0-9][0-9]_*.ipynb"))
+    return sorted((REPO / "notebooks" / ("zh" if zh else "")).glob("[0-9][0-9]*_*.ipynb"))
 
 
 def is_chinese(notebook: Path) -> bool:

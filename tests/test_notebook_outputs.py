@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").rglob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").rglob("[0-9][0-9]*_*.ipynb"))
 NOTEBOOKS = [path for path in NOTEBOOKS if ".ipynb_checkpoints" not in path.parts]
 # <script src=...>, <link href=...>, <img src=...>, markdown ![](...) and CSS url(...) pointing off the machine.
 REMOTE = re.compile(

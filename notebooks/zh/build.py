@@ -277,7 +277,7 @@ def resolve(name: str, paths: Paths) -> str:
     matches = sorted(p.stem for p in paths.english.glob(f"{stem}_*.ipynb"))
     if len(matches) == 1:
         return matches[0]
-    known = ", ".join(p.stem for p in sorted(paths.english.glob("[0-9][0-9]_*.ipynb")))
+    known = ", ".join(p.stem for p in sorted(paths.english.glob("[0-9][0-9]*_*.ipynb")))
     raise SystemExit(f"no English notebook {name!r} in {paths.english} ({'ambiguous: ' if matches else ''}{known})")
 
 
@@ -286,7 +286,7 @@ def translated_names(paths: Paths) -> list[str]:
 
 
 def english_names(paths: Paths) -> list[str]:
-    return sorted(p.stem for p in paths.english.glob("[0-9][0-9]_*.ipynb"))
+    return sorted(p.stem for p in paths.english.glob("[0-9][0-9]*_*.ipynb"))
 
 
 def load_translation(path: Path, name: str) -> tuple[dict, list[Issue]]:
