@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -382,3 +383,41 @@ def test_a_tool_directive_survives_translation(tree) -> None:
     write_translation(tree, data)
     assert build.main(["99_fixture"], paths=tree) == 0
     assert "x = 1  # noqa: F841 检查期望的答案" in zh_cells(tree)["c3"].source
+
+
+# ----------------------------------------------------------------------------- the verdict audit (tests/zh_audit.py)
+
+AUDITED_SESSION = """
+from attn_core import i18n
+
+
+def test_prints_a_verdict_no_catalog_has():
+    i18n.verdict_line("a grader name no catalog has", None)
+
+
+def test_fine():
+    pass
+"""
+
+
+def _run_audited_session(tmp_path: Path, strict: str) -> subprocess.CompletedProcess:
+    """A pytest session in a temporary folder whose conftest imports the audit hooks, as tests/conftest.py does."""
+    (tmp_path / "conftest.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(REPO / 'tests')!r})\n"
+        "from zh_audit import pytest_sessionfinish, pytest_terminal_summary, pytest_testnodedown  # noqa: F401\n"
+    )
+    (tmp_path / "test_session.py").write_text(AUDITED_SESSION)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull, "test_session.py"]
+    environment = {**os.environ, "ATTN_ZH_STRICT": strict}
+    return subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
+
+
+def test_an_untranslated_verdict_is_a_failed_test_not_only_an_exit_status(tmp_path: Path) -> None:
+    strict = _run_audited_session(tmp_path, "1")
+    assert strict.returncode == 1, strict.stdout
+    assert "1 failed, 2 passed" in strict.stdout  # counted as a test, not "2 passed" with exit status 1
+    assert "FAILED tests/zh_audit.py::untranslated_verdicts" in strict.stdout
+    assert "'a grader name no catalog has'" in strict.stdout
+    assert "a grader name no catalog has" in (tmp_path / "build" / "zh_untranslated.txt").read_text(encoding="utf-8")
+    relaxed = _run_audited_session(tmp_path, "0")
+    assert relaxed.returncode == 0 and "2 passed" in relaxed.stdout and "failed" not in relaxed.stdout

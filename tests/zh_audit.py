@@ -4,8 +4,10 @@ Every verdict ``attn_core.exercises.feedback`` prints during the test session (t
 exercise every diagnosis) is looked up in attn_core's Chinese catalogs (``attn_core/i18n/zh_*.py``). At the
 end of the session the names and messages without a complete translation are written to
 ``build/zh_untranslated.txt`` (one per line, with how often each was printed), and summarised in the terminal.
-The session fails (exit status 1) while any is left, unless ``ATTN_ZH_STRICT=0`` (for work in progress on
-a new grader; never in CI). A test cannot do this: it would have to run after all the others.
+While any is left the session reports one failed test, ``tests/zh_audit.py::untranslated_verdicts`` (counted
+in "N failed", listed in the short summary and in junit XML, exit status 1), unless ``ATTN_ZH_STRICT=0`` (for
+work in progress on a new grader; never in CI). An ordinary test cannot do this: it would have to run after
+all the others (on every xdist worker), so the hook reports the failure as a test report of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from attn_core import i18n
 
 REPORT = "build/zh_untranslated.txt"
+AUDIT_NODEID = "tests/zh_audit.py::untranslated_verdicts"
 STRICT = os.environ.get("ATTN_ZH_STRICT", "1") == "1"  # strict unless ATTN_ZH_STRICT=0
 
 i18n.start_audit()  # from the moment tests/conftest.py is imported, before any test runs
@@ -56,8 +59,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         lines = [f"{count}\t{message!r}" for message, count in sorted(missing.items())]
         header = f"# {len(missing)} verdict message(s) without Chinese (times printed, message); attn_core/i18n/\n"
         path.write_text(header + "\n".join(lines) + "\n", encoding="utf-8")
-    if _strict_failure() and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if _strict_failure():
+        _report_failure(session, missing)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _report_failure(session: pytest.Session, missing: dict[str, int]) -> None:
+    """One failed test report for the audit: counted, listed and exported like any failing test."""
+    listed = "\n".join(f"  {message!r}" for message in sorted(missing)[:50])
+    longrepr = (
+        f"{len(missing)} verdict message(s) printed in this session have no Chinese translation "
+        f"(all of them: {REPORT}). Add an entry to attn_core/i18n/zh_exercises_<topic>.py for each:\n{listed}"
+    )
+    report = pytest.TestReport(
+        nodeid=AUDIT_NODEID,
+        location=("tests/zh_audit.py", 0, "untranslated_verdicts"),
+        keywords={"untranslated_verdicts": 1},
+        outcome="failed",
+        longrepr=longrepr,
+        when="call",
+    )
+    session.testsfailed += 1
+    session.testscollected += 1  # the progress counter then reads 100 %, not 150 %
+    session.config.hook.pytest_runtest_logreport(report=report)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
