@@ -19,9 +19,10 @@ RoPE cannot be absorbed: the rotation of key ``t`` depends on its position, so `
 separate, small, shared key that is cached already rotated.
 
 Parameter names follow DeepSeek / Hugging Face (``load_state_dict`` from ``DeepseekV3Attention`` works with
-no renaming). The released DeepSeek-V3 config also uses YaRN rope scaling (factor 40, ``mscale_all_dim`` 1), and
-with it Hugging Face multiplies the softmax scale by ``(0.1 · ln 40 + 1)² ≈ 1.874``. This layer has no rope
-scaling: multiply ``layer.scale`` by that factor to reproduce the released model (notebook 09 computes it).
+no renaming). The released DeepSeek-V3 config also uses YaRN rope scaling (factor 40, ``mscale_all_dim`` 1):
+pass it as ``rope_scaling=`` (Hugging Face's key names) and the rotary parts are scaled as in
+:func:`attn_core.rope_frequencies`, and the softmax scale is multiplied by ``g(factor, mscale_all_dim)²`` with
+``g(s, m) = 0.1 · m · ln s + 1``, ``(0.1 · ln 40 + 1)² ≈ 1.874`` for V3 (Hugging Face's ``yarn_apply_mscale``).
 ``rope_interleave=True`` rotates pairs ``(2i, 2i + 1)`` (DeepSeek's checkpoints); Hugging
 Face's ``apply_rotary_pos_emb_interleave`` returns the rotated pairs de-interleaved (evens then odds), we keep
 them interleaved: the same permutation of q and k, so every score, output and weight is identical; only the
@@ -36,7 +37,7 @@ from torch import nn
 from attn_core.attention import check_flag, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
 from attn_core.masks import cache_window_mask
-from attn_core.rope import _as_token_positions, _check_base, apply_rope
+from attn_core.rope import _as_token_positions, _check_base, _yarn_mscale, apply_rope, rope_frequencies
 
 __all__ = ["MultiHeadLatentAttention", "RMSNorm"]
 
@@ -91,6 +92,7 @@ class MultiHeadLatentAttention(nn.Module):
         q_lora_rank: int | None = None,
         rope_base: float = 10000.0,
         rope_interleave: bool = True,
+        rope_scaling: dict | None = None,
     ):
         super().__init__()
         for name, value in (
@@ -115,9 +117,14 @@ class MultiHeadLatentAttention(nn.Module):
         self.kv_lora_rank, self.q_lora_rank = kv_lora_rank, q_lora_rank
         self.qk_nope_head_dim, self.qk_rope_head_dim, self.v_head_dim = qk_nope_head_dim, qk_rope_head_dim, v_head_dim
         self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
-        self.scale = self.qk_head_dim**-0.5  # the score is over nope + rope features together
         self.rope_base = _check_base(rope_base)
         self.rope_interleave = rope_interleave
+        rope_frequencies(qk_rope_head_dim, base=self.rope_base, scaling=rope_scaling)  # validates rope_scaling
+        self.rope_scaling = None if rope_scaling is None else dict(rope_scaling)  # a copy: never modified
+        self.scale = self.qk_head_dim**-0.5  # the score is over nope + rope features together
+        mscale_all_dim = (rope_scaling or {}).get("mscale_all_dim") or 0
+        if mscale_all_dim:  # DeepSeek's yarn_apply_mscale: longer rows get a sharper softmax, g(s, m)² on the scale
+            self.scale *= _yarn_mscale(float(rope_scaling["factor"]), mscale_all_dim) ** 2
         q_out = num_heads * self.qk_head_dim
         if q_lora_rank is None:
             self.q_proj = nn.Linear(hidden_dim, q_out, bias=False)  # hidden -> H * (nope + rope)
@@ -135,7 +142,7 @@ class MultiHeadLatentAttention(nn.Module):
             f"hidden_dim={self.hidden_dim}, num_heads={self.num_heads}, kv_lora_rank={self.kv_lora_rank}, "
             f"q_lora_rank={self.q_lora_rank}, qk_nope_head_dim={self.qk_nope_head_dim}, "
             f"qk_rope_head_dim={self.qk_rope_head_dim}, v_head_dim={self.v_head_dim}, "
-            f"rope_base={self.rope_base}, rope_interleave={self.rope_interleave}"
+            f"rope_base={self.rope_base}, rope_interleave={self.rope_interleave}, rope_scaling={self.rope_scaling}"
         )
 
     def _positions(self, positions, batch: int, q_len: int, start: int, device: torch.device) -> torch.Tensor:
@@ -207,8 +214,9 @@ class MultiHeadLatentAttention(nn.Module):
 
         start = len(cache) if cache is not None else 0
         pos = self._positions(positions, batch, q_len, start, x.device)  # (Lq,) or (B, 1, Lq)
-        q_rope = apply_rope(q_rope, pos, base=self.rope_base, interleaved=self.rope_interleave)  # (B, H, Lq, rope)
-        k_rope = apply_rope(k_rope, pos, base=self.rope_base, interleaved=self.rope_interleave)  # (B, 1, Lq, rope)
+        rope_kwargs = {"base": self.rope_base, "interleaved": self.rope_interleave, "scaling": self.rope_scaling}
+        q_rope = apply_rope(q_rope, pos, **rope_kwargs)  # (B, H, Lq, rope), times the attention factor
+        k_rope = apply_rope(k_rope, pos, **rope_kwargs)  # (B, 1, Lq, rope), times the attention factor
         if cache is not None:
             latent, k_rope = cache.update(latent, k_rope)  # (B, 1, T, rank), (B, 1, T, rope): all cached so far
         k_len = latent.shape[-2]
