@@ -49,9 +49,15 @@ from attn_core.viz.plotting import plot_attention
 # round 3 #22 long context: rope_frequencies
 # round 3 #23 linear attention
 # round 3 #24 sparse attention
+# isort: split
+from attn_core.lightning_indexer import LightningIndexer
+from attn_core.sparse_attention import sparse_attention
+
 # round 3 #25 sinks, gates, differential attention
 # round 3 #26 serving engine
 # round 3 #27 triton attention
+# isort: split
+from attn_core.kernels import triton_attention  # never imports triton (see kernels/__init__.py)
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -81,6 +87,9 @@ __all__ = [
     "get_language",
     "load_gemma3",
     # round 3 names (each issue adds its own below this line)
+    "triton_attention",
+    "sparse_attention",
+    "LightningIndexer",
 ]
 
 __version__ = "0.1.0"
