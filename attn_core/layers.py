@@ -19,7 +19,7 @@ from torch import nn
 from attn_core.attention import check_dropout_p, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
 from attn_core.masks import cache_window_mask
-from attn_core.rope import _as_token_positions, _check_base, apply_rope
+from attn_core.rope import _as_token_positions, _check_base, apply_rope, rope_frequencies
 
 __all__ = ["GroupedQueryAttention", "MultiHeadAttention", "MultiQueryAttention"]
 
@@ -37,6 +37,10 @@ class GroupedQueryAttention(nn.Module):
     (:func:`attn_core.rope.apply_rope`) with that base (10000.0 in Llama 2, 500000.0 in Llama 3), in the
     Hugging Face / Llama "rotate half" layout (pairs ``(i, i + head_dim/2)``): q and k (never v) are
     rotated after the head split and before keys go into the cache, as in ``LlamaAttention``.
+    ``rope_scaling`` (Hugging Face's rope_parameters keys: linear, llama3, yarn; :func:`attn_core.rope_frequencies`)
+    stretches RoPE past the trained context (YaRN's attention factor on cos/sin; the softmax scale is unchanged);
+    ``partial_rotary_factor`` rotates only the first ``int(head_dim · factor)`` features (StableLM, Phi).
+    Both need ``rope_base``; a NoPE layer (SmolLM3's every 4th, Llama 4) is ``rope_base=None``.
 
     What 2025 decoders add (Gemma 3, Qwen 3, OLMo 2), each off by default:
     ``qk_norm=True`` RMS-normalises every query and key head over ``head_dim`` (learned weight, eps 1e-6)
@@ -75,6 +79,8 @@ class GroupedQueryAttention(nn.Module):
         *,
         head_dim: int | None = None,
         rope_base: float | None = None,
+        rope_scaling: dict | None = None,
+        partial_rotary_factor: float = 1.0,
         qk_norm: bool = False,
         scale: float | None = None,
         sliding_window: int | None = None,
@@ -108,11 +114,21 @@ class GroupedQueryAttention(nn.Module):
         check_dropout_p(dropout)
         if rope_base is not None:
             rope_base = _check_base(rope_base)
-            if head_dim % 2:
+            if head_dim % 2 and partial_rotary_factor == 1.0:
                 raise ValueError(
                     f"rope_base needs an even head_dim (RoPE rotates pairs of features), got head_dim={head_dim}. "
                     "Pass an even head_dim=, or leave rope_base=None."
                 )
+            # Validates rope_scaling's keys and the partial factor now, not at the first forward.
+            rope_frequencies(
+                head_dim, base=rope_base, scaling=rope_scaling, partial_rotary_factor=partial_rotary_factor
+            )
+        elif rope_scaling is not None or partial_rotary_factor != 1.0:
+            raise ValueError(
+                f"rope_scaling={rope_scaling!r} and partial_rotary_factor={partial_rotary_factor!r} only apply to a "
+                "layer with rotary embeddings, but rope_base=None (no positions). Pass rope_base= (e.g. 10000.0), "
+                "or drop them; a NoPE layer (SmolLM3, Llama 4) simply has rope_base=None."
+            )
         if sliding_window is not None and (
             isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 1
         ):
@@ -130,6 +146,8 @@ class GroupedQueryAttention(nn.Module):
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim  # need not equal hidden_dim / num_heads (Gemma-7B: 16 heads x 256 on hidden 3072)
         self.rope_base = rope_base  # None: no positions; else RoPE's base (rotate-half layout)
+        self.rope_scaling = None if rope_scaling is None else dict(rope_scaling)  # HF's keys; a copy, never modified
+        self.partial_rotary_factor = partial_rotary_factor  # the first int(head_dim · factor) features rotate
         self.scale = scale  # None: 1/sqrt(head_dim)
         self.sliding_window = sliding_window  # None: every earlier key; W: the last W keys
         self.dropout = dropout
@@ -146,6 +164,8 @@ class GroupedQueryAttention(nn.Module):
             f", {name}={value}"
             for name, value in (
                 ("rope_base", self.rope_base),
+                ("rope_scaling", self.rope_scaling),
+                ("partial_rotary_factor", None if self.partial_rotary_factor == 1.0 else self.partial_rotary_factor),
                 ("scale", self.scale),
                 ("sliding_window", self.sliding_window),
             )
@@ -244,8 +264,13 @@ class GroupedQueryAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)  # (B, H, Lq, head_dim), (B, Hkv, Lk, head_dim): RMS over head_dim
         if self.rope_base is not None:
             positions = self._rope_positions(positions, batch, q_len, cache, x.device)  # (Lq,) or (B, 1, Lq)
-            q = apply_rope(q, positions, base=self.rope_base)  # (B, H, Lq, head_dim), rotate-half layout
-            k = apply_rope(k, positions, base=self.rope_base)  # (B, Hkv, Lq, head_dim); v is never rotated
+            rope = {
+                "base": self.rope_base,
+                "scaling": self.rope_scaling,
+                "partial_rotary_factor": self.partial_rotary_factor,
+            }
+            q = apply_rope(q, positions, **rope)  # (B, H, Lq, head_dim), rotate-half layout
+            k = apply_rope(k, positions, **rope)  # (B, Hkv, Lq, head_dim); v is never rotated
         if cache is not None:
             cache.bind(self)  # one cache per layer: a cache fed by two layers would mix their keys
             k, v = cache.update(k, v)  # (B, Hkv, T, head_dim): everything cached so far
@@ -316,6 +341,8 @@ class MultiHeadAttention(GroupedQueryAttention):
         *,
         head_dim: int | None = None,
         rope_base: float | None = None,
+        rope_scaling: dict | None = None,
+        partial_rotary_factor: float = 1.0,
         qk_norm: bool = False,
         scale: float | None = None,
         sliding_window: int | None = None,
@@ -328,6 +355,8 @@ class MultiHeadAttention(GroupedQueryAttention):
             num_heads,
             head_dim=head_dim,
             rope_base=rope_base,
+            rope_scaling=rope_scaling,
+            partial_rotary_factor=partial_rotary_factor,
             qk_norm=qk_norm,
             scale=scale,
             sliding_window=sliding_window,
@@ -347,6 +376,8 @@ class MultiQueryAttention(GroupedQueryAttention):
         *,
         head_dim: int | None = None,
         rope_base: float | None = None,
+        rope_scaling: dict | None = None,
+        partial_rotary_factor: float = 1.0,
         qk_norm: bool = False,
         scale: float | None = None,
         sliding_window: int | None = None,
@@ -359,6 +390,8 @@ class MultiQueryAttention(GroupedQueryAttention):
             1,
             head_dim=head_dim,
             rope_base=rope_base,
+            rope_scaling=rope_scaling,
+            partial_rotary_factor=partial_rotary_factor,
             qk_norm=qk_norm,
             scale=scale,
             sliding_window=sliding_window,
