@@ -47,7 +47,15 @@ from attn_core.viz.plotting import plot_attention
 
 # round 3 (one line per issue; each issue's helper fills its own)
 # round 3 #22 long context: rope_frequencies
+# isort: split
+from attn_core.rope import rope_frequencies
+
+# isort: split
+
 # round 3 #23 linear attention
+# isort: split
+from attn_core.linear_attention import GatedDeltaNet, LinearAttentionCache, gated_delta_rule, linear_attention
+
 # round 3 #24 sparse attention
 # isort: split
 from attn_core.lightning_indexer import LightningIndexer
@@ -87,6 +95,11 @@ __all__ = [
     "get_language",
     "load_gemma3",
     # round 3 names (each issue adds its own below this line)
+    "rope_frequencies",
+    "gated_delta_rule",
+    "linear_attention",
+    "GatedDeltaNet",
+    "LinearAttentionCache",
     "triton_attention",
     "sparse_attention",
     "LightningIndexer",
