@@ -62,6 +62,9 @@ from attn_core.lightning_indexer import LightningIndexer
 from attn_core.sparse_attention import sparse_attention
 
 # round 3 #25 sinks, gates, differential attention
+# isort: split
+from attn_core.differential_attention import DifferentialAttention
+
 # round 3 #26 serving engine
 # round 3 #27 triton attention
 # isort: split
@@ -95,6 +98,7 @@ __all__ = [
     "get_language",
     "load_gemma3",
     # round 3 names (each issue adds its own below this line)
+    "DifferentialAttention",
     "rope_frequencies",
     "gated_delta_rule",
     "linear_attention",

@@ -108,6 +108,21 @@ def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
     return num_heads // num_kv_heads
 
 
+def check_sinks(sinks: object, num_heads: int, q: torch.Tensor) -> None:
+    """Raise unless ``sinks`` is a floating tensor ``(num_heads,)`` on q's device (one logit per query head)."""
+    if not isinstance(sinks, torch.Tensor) or not sinks.dtype.is_floating_point:
+        raise TypeError(
+            f"sinks must be a floating-point tensor of sink logits (num_heads,) = ({num_heads},), got "
+            f"{getattr(sinks, 'dtype', type(sinks).__name__)}."
+        )
+    if sinks.shape != (num_heads,):
+        raise ValueError(
+            f"sinks must have shape (num_heads,) = ({num_heads},): one logit per query head, got {tuple(sinks.shape)}."
+        )
+    if sinks.device != q.device:
+        raise ValueError(f"sinks is on {sinks.device} and q on {q.device}; move it with .to(q.device).")
+
+
 def default_scale(head_dim: int) -> float:
     """``1 / sqrt(head_dim)``; raise ValueError for ``head_dim == 0`` (no default exists)."""
     if head_dim == 0:
@@ -127,6 +142,7 @@ def scaled_dot_product_attention(
     is_causal: bool = False,
     scale: float | None = None,
     dropout_p: float = 0.0,
+    sinks: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention with the weights returned.
 
@@ -142,6 +158,9 @@ def scaled_dot_product_attention(
             and the two differ only when ``Lq != Lk``.
         scale: multiplies ``Q Kᵀ``; defaults to ``1 / sqrt(D)``.
         dropout_p: inverted dropout on the weights whenever ``> 0`` (layers pass 0 in eval).
+        sinks: learned sink logits ``(Hq,)`` (gpt-oss), or None. Each head's logit joins every softmax row as
+            one more column with no value and no scale: ``w_ij = exp(s_ij) / (exp(sinks[h]) + Σ_j' exp(s_ij'))``,
+            so the returned weights sum to ``1 − p_sink < 1``; the same as a key whose value is zero.
 
     Returns:
         ``(output (..., Hq, Lq, Dv), weights (..., Hq, Lq, Lk))``. ``weights`` are the ones
@@ -166,6 +185,8 @@ def scaled_dot_product_attention(
     check_flag("is_causal", is_causal)
     check_scale(scale)
     *batch, num_heads, q_len, head_dim = q.shape
+    if sinks is not None:
+        check_sinks(sinks, num_heads, q)
     num_kv_heads, k_len, v_dim = k.shape[-3], k.shape[-2], v.shape[-1]
     weights_shape = (*batch, num_heads, q_len, k_len)
 
@@ -194,7 +215,13 @@ def scaled_dot_product_attention(
         # score, and a fully masked row gives a uniform row instead of softmax(all -inf) = NaN.
         # In place: `scores` is a fresh tensor, and the matmul's backward needs its inputs, not its output.
         scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)  # (..., Hq, Lq, Lk)
+    if sinks is None:
+        weights = torch.softmax(scores, dim=-1)  # (..., Hq, Lq, Lk)
+    else:  # one more column per row holding the head's sink logit; dropped after the softmax (it has no value)
+        sink_column = (
+            sinks.to(compute_dtype).view(num_heads, 1, 1).expand(*batch, num_heads, q_len, 1)
+        )  # (..., Hq, Lq, 1)
+        weights = torch.softmax(torch.cat([scores, sink_column], dim=-1), dim=-1)[..., :-1]  # (..., Hq, Lq, Lk)
     if mask is not None:
         # A query with no visible key attends to nothing: zero weights, zero output.
         attends_somewhere = mask.any(dim=-1, keepdim=True)  # (..., Lq, 1), broadcast shape

@@ -49,6 +49,13 @@ class GroupedQueryAttention(nn.Module):
     query see its ``W`` most recent keys, itself included (causal; ``ac.sliding_window_mask``), with or
     without a cache (pair it with ``KVCache(window=W)`` to also bound the cache).
 
+    The attention-sink fixes of 2025 (notebook 12c), off by default, True/False only:
+    ``output_gate=True`` (Qwen3-Next's gated attention): ``q_proj`` gives ``num_heads · 2 · head_dim`` features laid
+    out per head as ``[query_h | gate_h]``, and the attention output ``(B, Lq, H · head_dim)`` is multiplied by
+    ``sigmoid(gate)`` before ``o_proj`` (the returned weights are unchanged). ``sinks=True`` (gpt-oss): a parameter
+    ``sinks (num_heads,)``, zeros at init, one logit per head that joins every softmax row with no value and no
+    scale, so the returned weights sum to ``1 − p_sink < 1`` (not ``KVCache(num_sinks=)``, which keeps real keys).
+
     ``forward(x, context=None, mask=None, *, is_causal=False, cache=None, positions=None)``:
         x ``(B, Lq, hidden_dim)``; context ``(B, Lk, hidden_dim)`` for cross-attention
         (keys/values from ``context``); mask boolean, True = may attend, broadcastable to
@@ -86,6 +93,8 @@ class GroupedQueryAttention(nn.Module):
         sliding_window: int | None = None,
         dropout: float = 0.0,
         bias: bool = True,
+        output_gate: bool = False,
+        sinks: bool = False,
     ):
         super().__init__()
         for name, value in (("hidden_dim", hidden_dim), ("num_heads", num_heads), ("num_kv_heads", num_kv_heads)):
@@ -141,6 +150,9 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(f"scale must be None (1/sqrt(head_dim)) or a positive finite number, got {scale!r}.")
         if not isinstance(qk_norm, bool):
             raise TypeError(f"qk_norm must be True or False, got {qk_norm!r}.")
+        for name, value in (("output_gate", output_gate), ("sinks", sinks)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}.")
         self.hidden_dim = hidden_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -151,13 +163,17 @@ class GroupedQueryAttention(nn.Module):
         self.scale = scale  # None: 1/sqrt(head_dim)
         self.sliding_window = sliding_window  # None: every earlier key; W: the last W keys
         self.dropout = dropout
-        self.q_proj = nn.Linear(hidden_dim, num_heads * head_dim, bias=bias)  # hidden -> H * head_dim
+        self.output_gate = output_gate  # Qwen3-Next: out * sigmoid(gate) before o_proj; q_proj gives query and gate
+        q_width = num_heads * head_dim * (2 if output_gate else 1)  # per head [query_h | gate_h] when gated
+        self.q_proj = nn.Linear(hidden_dim, q_width, bias=bias)  # hidden -> H * head_dim (x 2 with the gate)
         self.k_proj = nn.Linear(hidden_dim, num_kv_heads * head_dim, bias=bias)  # hidden -> Hkv * head_dim
         self.v_proj = nn.Linear(hidden_dim, num_kv_heads * head_dim, bias=bias)  # hidden -> Hkv * head_dim
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_dim, bias=bias)  # H * head_dim -> hidden
         # QK-norm: one RMSNorm over head_dim, shared by every head (Gemma 3, Qwen 3); before RoPE.
         self.q_norm = nn.RMSNorm(head_dim, eps=1e-6) if qk_norm else None
         self.k_norm = nn.RMSNorm(head_dim, eps=1e-6) if qk_norm else None
+        # gpt-oss's learned sinks: one logit per head joining every softmax row, no value; zeros at init
+        self.sinks = nn.Parameter(torch.zeros(num_heads)) if sinks else None
 
     def extra_repr(self) -> str:
         extras = "".join(
@@ -172,6 +188,8 @@ class GroupedQueryAttention(nn.Module):
             if value is not None
         )
         extras += ", qk_norm=True" if self.q_norm is not None else ""
+        extras += ", output_gate=True" if self.output_gate else ""
+        extras += ", sinks=True" if self.sinks is not None else ""
         return (
             f"hidden_dim={self.hidden_dim}, num_heads={self.num_heads}, "
             f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}{extras}, dropout={self.dropout}"
@@ -257,7 +275,14 @@ class GroupedQueryAttention(nn.Module):
                 f"(True = real token), got {shape}{' ' + str(key_mask.dtype) if hasattr(key_mask, 'dtype') else ''}."
             )
 
-        q = self._split_heads(self.q_proj(x), self.num_heads)  # (B, H, Lq, head_dim)
+        gate = None
+        if self.output_gate:  # Qwen3-Next's layout: per head h, q_proj's rows are [query_h | gate_h]
+            query_gate = self.q_proj(x).view(batch, q_len, self.num_heads, 2 * self.head_dim)  # (B, Lq, H, 2·D)
+            q, gate = query_gate.chunk(2, dim=-1)  # (B, Lq, H, D) each
+            q = q.transpose(1, 2)  # (B, H, Lq, head_dim)
+            gate = gate.reshape(batch, q_len, self.num_heads * self.head_dim)  # (B, Lq, H * head_dim)
+        else:
+            q = self._split_heads(self.q_proj(x), self.num_heads)  # (B, H, Lq, head_dim)
         k = self._split_heads(self.k_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         v = self._split_heads(self.v_proj(source), self.num_kv_heads)  # (B, Hkv, Lk, head_dim)
         if self.q_norm is not None:
@@ -283,10 +308,12 @@ class GroupedQueryAttention(nn.Module):
 
         dropout_p = self.dropout if self.training else 0.0
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask, is_causal=is_causal, scale=self.scale, dropout_p=dropout_p
+            q, k, v, mask, is_causal=is_causal, scale=self.scale, dropout_p=dropout_p, sinks=self.sinks
         )
         # out (B, H, Lq, head_dim), weights (B, H, Lq, Lk)
         out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.head_dim)  # (B, Lq, H * head_dim)
+        if gate is not None:  # a head can output ~0 without a sink; a non-linearity after the low-rank V·O
+            out = out * torch.sigmoid(gate)  # (B, Lq, H * head_dim)
         return self.o_proj(out), weights  # (B, Lq, hidden), (B, H, Lq, Lk)
 
     def _window_mask(
