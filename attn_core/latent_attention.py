@@ -36,8 +36,10 @@ from torch import nn
 
 from attn_core.attention import check_flag, scaled_dot_product_attention
 from attn_core.kv_cache import KVCache
+from attn_core.lightning_indexer import make_indexer, scatter_weights
 from attn_core.masks import cache_window_mask
 from attn_core.rope import _as_token_positions, _check_base, _yarn_mscale, apply_rope, rope_frequencies
+from attn_core.sparse_attention import sparse_attention
 
 __all__ = ["MultiHeadLatentAttention", "RMSNorm"]
 
@@ -78,6 +80,12 @@ class MultiHeadLatentAttention(nn.Module):
     ``(B, Lq)`` of integers >= 0, None meaning ``len(cache) .. len(cache) + Lq - 1``. Returns
     ``(out (B, Lq, hidden_dim), weights (B, H, Lq, Lk))``, the same for ``absorb=False`` and ``absorb=True``.
     Self-attention only (no ``context``).
+
+    ``index_topk=k`` makes it DeepSeek-V3.2's layer (``DeepseekV32Attention``: ``self.indexer`` a
+    :class:`attn_core.LightningIndexer` of ``index_n_heads`` heads of ``index_head_dim``): each query attends only
+    to the top-k keys the indexer picks among those mask/is_causal allow (one mask for all heads), weights 0 off
+    the picks; ``absorb=True`` then runs :func:`attn_core.sparse_attention` over the picked latents. The cache's
+    values hold ``[k_rope, index_key]``: ``kv_lora_rank + qk_rope_head_dim + index_head_dim`` numbers per token.
     """
 
     def __init__(
@@ -93,6 +101,9 @@ class MultiHeadLatentAttention(nn.Module):
         rope_base: float = 10000.0,
         rope_interleave: bool = True,
         rope_scaling: dict | None = None,
+        index_topk: int | None = None,
+        index_n_heads: int = 64,
+        index_head_dim: int = 128,
     ):
         super().__init__()
         for name, value in (
@@ -136,6 +147,9 @@ class MultiHeadLatentAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(kv_lora_rank)
         self.kv_b_proj = nn.Linear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False)  # W_UK, W_UV
         self.o_proj = nn.Linear(num_heads * v_head_dim, hidden_dim, bias=False)  # H * v -> hidden
+        self.indexer = None  # DeepSeek-V3.2: index_topk=k adds the lightning indexer (attn_core.lightning_indexer)
+        if index_topk is not None:
+            self.indexer = make_indexer(self, index_topk, index_n_heads, index_head_dim)
 
     def extra_repr(self) -> str:
         return (
@@ -167,7 +181,7 @@ class MultiHeadLatentAttention(nn.Module):
         if held_keys is not None and (
             held_keys.shape[:2] != (batch, 1)
             or held_keys.shape[-1] != self.kv_lora_rank
-            or held_values.shape[-1] != self.qk_rope_head_dim
+            or held_values.shape[-1] != self.qk_rope_head_dim + (self.indexer.head_dim if self.indexer else 0)
         ):
             keys_shape = (*held_keys.shape[:2], "T", held_keys.shape[-1])
             values_shape = (*held_values.shape[:2], "T", held_values.shape[-1])
@@ -204,7 +218,8 @@ class MultiHeadLatentAttention(nn.Module):
         if self.q_lora_rank is None:
             q = self.q_proj(x)  # (B, Lq, H * (nope + rope))
         else:
-            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))  # (B, Lq, H * (nope + rope))
+            q_latent = self.q_a_layernorm(self.q_a_proj(x))  # (B, Lq, q_lora_rank): the indexer's query input too
+            q = self.q_b_proj(q_latent)  # (B, Lq, H * (nope + rope))
         q = q.view(batch, q_len, heads, self.qk_head_dim).transpose(1, 2)  # (B, H, Lq, nope + rope)
         q_nope, q_rope = q.split([nope, rope], dim=-1)  # (B, H, Lq, nope), (B, H, Lq, rope)
 
@@ -217,12 +232,21 @@ class MultiHeadLatentAttention(nn.Module):
         rope_kwargs = {"base": self.rope_base, "interleaved": self.rope_interleave, "scaling": self.rope_scaling}
         q_rope = apply_rope(q_rope, pos, **rope_kwargs)  # (B, H, Lq, rope), times the attention factor
         k_rope = apply_rope(k_rope, pos, **rope_kwargs)  # (B, 1, Lq, rope), times the attention factor
+        token_pos = pos if pos.ndim == 1 else pos[:, 0]  # (Lq,) or (B, Lq)
+        if self.indexer is not None:  # the index key rides in the same cache, after the rotated key
+            index_keys = self.indexer.index_keys(x, token_pos).unsqueeze(1)  # (B, 1, Lq, index_head_dim)
+            k_rope = torch.cat([k_rope, index_keys], dim=-1)  # (B, 1, Lq, rope + index_head_dim)
         if cache is not None:
             latent, k_rope = cache.update(latent, k_rope)  # (B, 1, T, rank), (B, 1, T, rope): all cached so far
+        if self.indexer is not None:
+            k_rope, index_keys = k_rope.split([rope, self.indexer.head_dim], dim=-1)  # (B, 1, T, rope), (.., idx)
         k_len = latent.shape[-2]
         window = cache_window_mask(cache, start, q_len, k_len, device=x.device)  # (Lq, T) or None
         if window is not None:  # a window cache: keys in slot order, the last W and the sinks visible (causal)
             mask, is_causal = (window if mask is None else mask & window), False
+        if self.indexer is not None:  # each query attends only to the top-k keys it may see, for all heads
+            picks, mask = self.indexer.pick(x, q_latent, index_keys[:, 0], mask, is_causal, token_pos, heads)
+            is_causal = False  # picks (B, Lq, k); mask (B, 1, Lq, Lk): the picks, inside what mask/causal allow
 
         w_kv = self.kv_b_proj.weight.view(heads, nope + self.v_head_dim, rank)  # (H, nope + v, rank)
         w_uk, w_uv = w_kv[:, :nope], w_kv[:, nope:]  # (H, nope, rank), (H, v, rank)
@@ -232,9 +256,13 @@ class MultiHeadLatentAttention(nn.Module):
             q_cat = torch.cat([q_lat, q_rope], dim=-1)  # (B, H, Lq, rank + rope)
             k_cat = torch.cat([latent, k_rope], dim=-1)  # (B, 1, T, rank + rope): one kv head for all H
             # The latent is the value: Σ_t w_t (W_UV c_t) = W_UV (Σ_t w_t c_t), so W_UV waits until after the sum.
-            out_lat, weights = scaled_dot_product_attention(
-                q_cat, k_cat, latent, mask, is_causal=is_causal, scale=self.scale
-            )
+            if self.indexer is not None:  # gather each query's k picked latents: O(Lq · k), no (Lq, Lk) scores
+                out_lat, picked_weights = sparse_attention(q_cat, k_cat, latent, picks, scale=self.scale)
+                weights = scatter_weights(picked_weights, picks, k_len)  # (B, H, Lq, Lk): 0 off the picks
+            else:
+                out_lat, weights = scaled_dot_product_attention(
+                    q_cat, k_cat, latent, mask, is_causal=is_causal, scale=self.scale
+                )
             # out_lat (B, H, Lq, rank), weights (B, H, Lq, Lk)
             out = torch.einsum("bhqr,hvr->bhqv", out_lat, w_uv)  # (B, H, Lq, v)
         else:

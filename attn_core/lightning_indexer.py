@@ -29,7 +29,7 @@ from attn_core.attention import check_flag
 from attn_core.masks import causal_mask, check_mask
 from attn_core.rope import _as_token_positions, _check_base, apply_rope
 
-__all__ = ["LightningIndexer"]
+__all__ = ["LightningIndexer", "make_indexer", "scatter_weights", "visible_keys"]
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -77,6 +77,7 @@ class LightningIndexer(nn.Module):
         self.hidden_dim, self.q_lora_rank, self.num_heads, self.head_dim = hidden_dim, q_lora_rank, num_heads, head_dim
         self.qk_rope_head_dim, self.topk = qk_rope_head_dim, topk
         self.rope_base = _check_base(rope_base)
+        self.rope_scaling = None  # an MLA layer with rope_scaling= sets its own here: one rotation for both
         self.wq_b = nn.Linear(q_lora_rank, num_heads * head_dim, bias=False)  # q_lora_rank -> H * D
         self.wk = nn.Linear(hidden_dim, head_dim, bias=False)  # hidden -> D: one key per token, all heads
         self.k_norm = nn.LayerNorm(head_dim, eps=1e-6)  # with weight and bias, as DeepSeek's
@@ -92,7 +93,8 @@ class LightningIndexer(nn.Module):
     def _rotate_first(self, t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """RoPE on the first qk_rope_head_dim features, rotate-half pairs; the rest pass through."""
         rope = self.qk_rope_head_dim
-        rotated = apply_rope(t[..., :rope], positions, base=self.rope_base, interleaved=False)  # (..., L, rope)
+        kwargs = {"base": self.rope_base, "interleaved": False, "scaling": self.rope_scaling}
+        rotated = apply_rope(t[..., :rope], positions, **kwargs)  # (..., L, rope)
         return torch.cat([rotated, t[..., rope:]], dim=-1)  # (..., L, D)
 
     def index_keys(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -148,11 +150,76 @@ class LightningIndexer(nn.Module):
                     f"positions must have shape (L,) = ({length},) or (B, L) = ({batch}, {length}), "
                     f"got {tuple(positions.shape)}."
                 )
-        visible = torch.ones(1, length, length, dtype=torch.bool, device=x.device)  # (1, Lq, Lk)
-        if mask is not None:
-            check_mask(mask, (batch, 1, length, length), device=x.device)
-            visible = visible & (mask if mask.ndim < 4 else mask[:, 0])  # (B or 1, Lq, Lk): one mask for all heads
-        if is_causal:
-            visible = visible & causal_mask(length, length, device=x.device)  # (B or 1, Lq, Lk)
+        visible = visible_keys(mask, is_causal, (batch, 1, length, length), x.device)  # (B or 1, Lq, Lk)
         keys = self.index_keys(x, positions)  # (B, Lk, D)
         return self.score(x, q_latent, keys, visible, positions)  # (B, Lq, k) int64, (B, Lq, Lk)
+
+    def pick(
+        self, x: torch.Tensor, q_latent: torch.Tensor, keys: torch.Tensor, mask, is_causal: bool, positions, heads: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """For an attention layer with ``heads`` heads over ``keys (B, Lk, D)`` (its cache): the top-k indices
+        ``(B, Lq, k)`` and the boolean mask ``(B, 1, Lq, Lk)`` of the picked keys (True = may attend).
+
+        ``mask`` is the layer's (broadcastable to ``(B, heads, Lq, Lk)``, but one for all heads: the picks are
+        shared by every head); ``positions`` the queries' ``(Lq,)`` or ``(B, Lq)``."""
+        batch, q_len, k_len = x.shape[0], x.shape[1], keys.shape[1]
+        visible = visible_keys(mask, is_causal, (batch, heads, q_len, k_len), x.device)  # (B or 1, Lq, Lk)
+        indices, _ = self.score(x, q_latent, keys, visible, positions)  # (B, Lq, k)
+        picked = torch.zeros(batch, q_len, k_len + 1, dtype=torch.bool, device=x.device)  # (B, Lq, Lk + 1)
+        picked.scatter_(-1, torch.where(indices < 0, k_len, indices), True)  # slot Lk takes the empty picks
+        return indices, picked[..., :k_len].unsqueeze(1)  # (B, Lq, k), (B, 1, Lq, Lk)
+
+
+def visible_keys(mask, is_causal: bool, weights_shape: tuple[int, int, int, int], device) -> torch.Tensor:
+    """``mask`` (broadcastable to ``weights_shape`` = (B, H, Lq, Lk), the same for every head) AND the
+    bottom-right causal mask when ``is_causal``: boolean ``(B or 1, Lq, Lk)``, what the indexer may pick."""
+    q_len, k_len = weights_shape[-2:]
+    visible = torch.ones(1, q_len, k_len, dtype=torch.bool, device=device)  # (1, Lq, Lk)
+    if mask is not None:
+        check_mask(mask, weights_shape, device=device)
+        if mask.ndim >= 3 and mask.shape[-3] != 1:
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} varies over heads, but the indexer picks one set of keys per "
+                "query for all heads: pass a mask of shape (B, 1, Lq, Lk) or (Lq, Lk)."
+            )
+        visible = visible & (mask if mask.ndim < 3 else mask.squeeze(-3))  # (B or 1, Lq, Lk)
+    if is_causal:
+        visible = visible & causal_mask(q_len, k_len, device=device)  # (B or 1, Lq, Lk), bottom-right
+    return visible
+
+
+def make_indexer(layer: nn.Module, topk: object, num_heads: object, head_dim: object) -> LightningIndexer:
+    """The indexer of an MLA layer (DeepSeek-V3.2's ``DeepseekV32Attention`` = V3's MLA + this), sharing its
+    query latent, rotary width, base and scaling."""
+    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
+        raise ValueError(f"index_topk must be a positive int (keys each query keeps; 2048 in V3.2), got {topk!r}.")
+    if layer.q_lora_rank is None:
+        raise ValueError(
+            "index_topk needs q_lora_rank: the indexer's queries are made from MLA's query latent "
+            "q_a_layernorm(q_a_proj(x)) (q_lora_rank=1536 in V3.2)."
+        )
+    _positive_int("index_n_heads", num_heads)
+    _positive_int("index_head_dim", head_dim)
+    if head_dim < layer.qk_rope_head_dim:
+        raise ValueError(
+            f"index_head_dim ({head_dim}) must be at least qk_rope_head_dim ({layer.qk_rope_head_dim}): the indexer "
+            "rotates the first qk_rope_head_dim features of its heads."
+        )
+    indexer = LightningIndexer(
+        layer.hidden_dim,
+        layer.q_lora_rank,
+        num_heads=num_heads,
+        head_dim=head_dim,
+        qk_rope_head_dim=layer.qk_rope_head_dim,
+        topk=topk,
+        rope_base=layer.rope_base,
+    )
+    indexer.rope_scaling = layer.rope_scaling
+    return indexer
+
+
+def scatter_weights(picked_weights: torch.Tensor, indices: torch.Tensor, k_len: int) -> torch.Tensor:
+    """Sparse weights ``(B, H, Lq, k)`` back in place: ``(B, H, Lq, Lk)``, 0 off the picks (``-1`` adds 0)."""
+    slots = indices.clamp(min=0)[:, None].expand(-1, picked_weights.shape[1], -1, -1)  # (B, H, Lq, k)
+    dense = picked_weights.new_zeros(*picked_weights.shape[:-1], k_len)  # (B, H, Lq, Lk)
+    return dense.scatter_add(-1, slots, picked_weights)  # an empty pick has weight 0: adding it changes nothing
