@@ -21,6 +21,11 @@ order: ``zh_exercises_*`` (the graders of each notebook, alphabetical), then the
 (``zh_viz``), then ``zh_common`` (the shared, most general messages of ``attn_core.exercises``).
 A message no entry matches stays English.
 
+Figures: ``set_language("zh")`` also registers the Noto Sans CJK SC subset shipped in ``attn_core/fonts``
+(SIL OFL) with matplotlib and makes it the fallback family, ``rcParams["font.family"] = ["DejaVu Sans",
+"Noto Sans CJK SC"]``: Latin letters and digits stay DejaVu Sans (the English figures' glyphs), Chinese characters
+come from Noto. ``set_language("en")`` puts back the family that was set before.
+
 ``start_audit()`` makes every exercise verdict record the messages that have no complete Chinese
 translation (tests/conftest.py turns it on for the test session; ``untranslated()`` reads them).
 """
@@ -33,6 +38,7 @@ import pkgutil
 import re
 import string
 from collections.abc import Callable
+from pathlib import Path
 
 __all__ = [
     "LANGUAGES",
@@ -51,6 +57,10 @@ __all__ = [
 
 LANGUAGES = ("en", "zh")
 _language = "en"
+CJK_FONT_FAMILY = "Noto Sans CJK SC"
+CJK_FONT_FILE = Path(__file__).resolve().parents[1] / "fonts" / "NotoSansCJKsc-Regular-subset.otf"
+_FIGURE_FAMILIES = {"zh": ["DejaVu Sans", CJK_FONT_FAMILY]}  # a list: matplotlib falls back glyph by glyph
+_family_before: list[str] | None = None  # rcParams["font.family"] before set_language("zh")
 
 Template = str | Callable[..., str]
 
@@ -61,6 +71,35 @@ def set_language(lang: str) -> None:
     if not isinstance(lang, str) or lang not in LANGUAGES:
         raise ValueError(f"language must be one of {', '.join(map(repr, LANGUAGES))}, got {lang!r}.")
     _language = lang
+    _set_figure_font(lang)
+
+
+@functools.cache
+def _register_cjk_font() -> None:
+    """Add the shipped subset to matplotlib's font list (once per process; ~3 ms)."""
+    from matplotlib import font_manager
+
+    if not CJK_FONT_FILE.is_file():
+        raise FileNotFoundError(
+            f"{CJK_FONT_FILE} is missing: reinstall attn_core, or rebuild it with python tools/build_cjk_font_subset.py"
+        )
+    font_manager.fontManager.addfont(str(CJK_FONT_FILE))
+
+
+def _set_figure_font(lang: str) -> None:
+    """Figures in ``lang``: the CJK fallback family for Chinese; the family set before it otherwise."""
+    global _family_before
+    import matplotlib
+
+    families = _FIGURE_FAMILIES.get(lang)
+    if families is not None:
+        _register_cjk_font()
+        if _family_before is None:
+            _family_before = list(matplotlib.rcParams["font.family"])
+        matplotlib.rcParams["font.family"] = families
+    elif _family_before is not None:
+        matplotlib.rcParams["font.family"] = _family_before
+        _family_before = None
 
 
 def get_language() -> str:

@@ -1,7 +1,7 @@
 """Chinese for the explorers: control labels, the explanation line under each figure, the messages of
 impossible settings (``attn_core/viz/widgets.py``, ``tiles.py``, ``rope.py``, ``mla.py``, ``head_view.py``).
 
-The figures themselves stay English: matplotlib has no CJK font offline. Dropdown choices stay as in
+The text inside the figures is in ``zh_viz_figures``. Dropdown choices stay as in
 the code too (``causal``, ``prefix-LM``, ...): they are the values a learner would type.
 """
 
@@ -49,7 +49,7 @@ LABELS = {
     "query position m": "查询位置 m",
     "key position n": "键位置 n",
     "pair i": "维度对 i",
-    "base": "基数 base",
+    "base": "底数 base",
     "distances shown": "显示的距离",
     # mla.py (09)
     "GQA kv heads": "GQA 的 KV 头数",

@@ -1,8 +1,8 @@
 """Chinese for the decoder head view of notebook 11 (``attn_core/viz/decoder_view.py``): the explanation line
 of ``explain_decoder_heads`` and the messages of settings or prompts the view cannot draw.
 
-Its controls ("prompt", "layer", "head", "scale") and the display row are labels of ``zh_viz``; the figure
-stays English (no CJK font offline). Token labels (``<bos>``), shares and numbers stay as the view printed them.
+Its controls ("prompt", "layer", "head", "scale") and the display row are labels of ``zh_viz``; the text in
+the figure is in ``zh_viz_figures``. Token labels (``<bos>``), shares and numbers stay as the view printed them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ _BASE = r"(?:, RoPE base (?P<base>\S+))?"  # ", RoPE base 1e6" when the view kno
 
 
 def _base(match) -> str:
-    return f"，RoPE 基数 {match['base']}" if match["base"] else ""
+    return f"，RoPE 底数 {match['base']}" if match["base"] else ""
 
 
 def _global(match, tr) -> str:

@@ -1,9 +1,9 @@
 """Chinese for the streaming-mask explorer of notebook 13 (``StreamingMaskExplorer``, defined in the notebook
 on ``attn_core.viz.widgets.Explorer``): its "sinks" control and the explanation line under the mask.
 
-Its other controls ("tokens", "window") and the display row are labels of ``zh_viz``. The figures stay
-English (no CJK font offline), including ``attn_core.viz.paged.plot_block_tables``, which has no explanation
-line or control of its own.
+Its other controls ("tokens", "window") and the display row are labels of ``zh_viz``. The text inside the
+figures (including ``attn_core.viz.paged.plot_block_tables``, which has no explanation line or control of its
+own) is in ``zh_viz_figures``.
 """
 
 from __future__ import annotations

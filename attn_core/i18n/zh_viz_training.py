@@ -1,8 +1,8 @@
 """Chinese for the training explorer of notebook 12 (``attn_core/viz/training.py``): the explanation line
 of ``explain_training`` and the messages of a step or head that does not exist.
 
-Its controls ("training step", "head") and the display row are labels of ``zh_viz``; the figure stays
-English (no CJK font offline). Head names (``L1 H0``) and numbers stay as the explorer printed them.
+Its controls ("training step", "head") and the display row are labels of ``zh_viz``; the text in the
+figure is in ``zh_viz_figures``. Head names (``L1 H0``) and numbers stay as the explorer printed them.
 """
 
 from __future__ import annotations

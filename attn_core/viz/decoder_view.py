@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import PathPatch, Rectangle
 from matplotlib.path import Path
 
+from attn_core.i18n import localize
 from attn_core.masks import causal_mask, sliding_window_mask
 from attn_core.viz.head_view import TextBoxExplorer
 from attn_core.viz.plotting import FONT_PT, plot_attention
@@ -153,6 +154,7 @@ def _colour_key(fig: Figure, scale: str, masked_text: str, font_scale: float, cm
     else:
         ticks = [(v, f"{v:.2f}") for v in (0.0, 0.5, 1.0)]
         caption = "fixed scale 0–1" if scale == "fixed" else "share without <bos>"
+    caption, masked_text = localize(caption), localize(masked_text)
     tick_w = max(text_width(label, label_pt) for _, label in ticks)
     caption_w, legend_h = text_width(caption, label_pt * 0.9), max(0.24, 1.6 * em)
     key_x = grid_x1 + 0.22
@@ -216,7 +218,7 @@ def render_decoder_heads(
         key_labels=labels,
         heads=heads,
         num_heads=num_heads,
-        title=f"layer {layer} ({kind})" + ("" if head == "all" else f" · head {head}"),
+        title=localize(f"layer {layer} ({kind})" + ("" if head == "all" else f" · head {head}")),
         annotate=values and scale != "log" and len(labels) <= 16,
         colorbar=False,
         cmap=cmap,

@@ -17,6 +17,7 @@ from collections import OrderedDict
 import torch
 from matplotlib.figure import Figure
 
+from attn_core.i18n import localize
 from attn_core.viz.plotting import FONT_PT, plot_attention
 from attn_core.viz.widgets import _STYLE, Explorer
 
@@ -102,7 +103,7 @@ class HeadView:
             key_labels=labels,
             heads=heads,
             num_heads=num_heads,
-            title=f"layer {layer}" + ("" if head == "all" else f" · head {head}"),
+            title=localize(f"layer {layer}" + ("" if head == "all" else f" · head {head}")),
             annotate=values and length <= 16,
             panel_size=panel_size,
             font_scale=font_scale,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from attn_core.i18n import localize
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 from attn_core.viz.widgets import Explorer, merge_params
 
@@ -135,8 +136,10 @@ def render_mla_cache(**overrides) -> Figure:
     decades = range(int(np.floor(np.log10(min(heights)))), int(np.ceil(np.log10(max(heights)))) + 2)
     bars_ax.set_yticks([10.0**e for e in decades], [f"{10.0**e:g}" for e in decades])
     bars_ax.minorticks_off()
-    bars_ax.set_ylabel("KiB cached per token", fontsize=FONT_PT * scale)
-    bars_ax.set_title(f"{p['num_layers']} layers, {p['bytes_per_element']} B/element", fontsize=FONT_PT * scale)
+    bars_ax.set_ylabel(localize("KiB cached per token"), fontsize=FONT_PT * scale)
+    bars_ax.set_title(
+        localize(f"{p['num_layers']} layers, {p['bytes_per_element']} B/element"), fontsize=FONT_PT * scale
+    )
     if p["values"]:
         for bar, kind in zip(bars, KINDS, strict=True):
             bars_ax.annotate(
@@ -160,8 +163,8 @@ def render_mla_cache(**overrides) -> Figure:
     y_ticks = [10.0**e for e in range(int(np.floor(np.log10(gib[1]))), int(np.ceil(np.log10(gib[0]))) + 1, 2)]
     lines_ax.set_yticks(y_ticks, [f"{y:g}" for y in y_ticks], minor=False)
     lines_ax.minorticks_off()
-    lines_ax.set_xlabel("context length (tokens)", fontsize=FONT_PT * scale)
-    lines_ax.set_ylabel("cache of one sequence (GiB)", fontsize=FONT_PT * scale)
+    lines_ax.set_xlabel(localize("context length (tokens)"), fontsize=FONT_PT * scale)
+    lines_ax.set_ylabel(localize("cache of one sequence (GiB)"), fontsize=FONT_PT * scale)
     lines_ax.legend(fontsize=FONT_PT * scale)
     for ax in (bars_ax, lines_ax):
         ax.tick_params(labelsize=FONT_PT * scale)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from attn_core.i18n import localize, translate
 from attn_core.paged_cache import PagedKVCache
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 
@@ -82,11 +83,11 @@ def plot_block_tables(paged: PagedKVCache, *, title: str | None = None, max_bloc
     pool_ax.set_ylim(block_size, -0.9)  # slot 0 on top, room for the labels above
     pool_ax.set_xticks([b + 0.5 for b in range(num_blocks)], [str(b) for b in range(num_blocks)], fontsize=VALUE_PT)
     pool_ax.set_yticks([s + 0.5 for s in range(block_size)], [str(s) for s in range(block_size)], fontsize=VALUE_PT)
-    pool_ax.set_xlabel("physical block", fontsize=FONT_PT)
-    pool_ax.set_ylabel("slot", fontsize=FONT_PT)
+    pool_ax.set_xlabel(localize("physical block"), fontsize=FONT_PT)
+    pool_ax.set_ylabel(localize("slot"), fontsize=FONT_PT)
     used = num_blocks - paged.num_free_blocks
     pool_ax.set_title(
-        f"the pool: {used} of {num_blocks} blocks in use, {block_size} slots each (grey, hatched: shared)",
+        localize(f"the pool: {used} of {num_blocks} blocks in use, {block_size} slots each (grey, hatched: shared)"),
         fontsize=FONT_PT,
     )
     for side in ("top", "right", "bottom", "left"):
@@ -120,15 +121,17 @@ def plot_block_tables(paged: PagedKVCache, *, title: str | None = None, max_bloc
     table_ax.set_ylim(max(1, len(seq_ids)), 0)
     table_ax.set_yticks(
         [row + 0.5 for row in range(len(seq_ids))],
-        [f"{seq_id!r}: {lengths[seq_id]} tokens" for seq_id in seq_ids],
+        [localize(f"{seq_id!r}: {lengths[seq_id]} tokens") for seq_id in seq_ids],
         fontsize=VALUE_PT,
     )
     table_ax.set_xticks([i + 0.45 for i in range(longest_table)], [str(i) for i in range(longest_table)])
     table_ax.tick_params(axis="x", labelsize=VALUE_PT)
-    table_ax.set_xlabel("logical block (position // block_size); the box holds the physical block", fontsize=FONT_PT)
-    table_ax.set_title("block tables", fontsize=FONT_PT)
+    table_ax.set_xlabel(
+        localize("logical block (position // block_size); the box holds the physical block"), fontsize=FONT_PT
+    )
+    table_ax.set_title(localize("block tables"), fontsize=FONT_PT)
     for side in ("top", "right"):
         table_ax.spines[side].set_visible(False)
     if title:
-        fig.suptitle(title, fontsize=FONT_PT + 1)
+        fig.suptitle(translate(title), fontsize=FONT_PT + 1)  # a caller's title: Chinese where a catalog has it
     return fig

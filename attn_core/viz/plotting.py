@@ -32,6 +32,7 @@ from matplotlib.image import AxesImage
 from matplotlib.patches import PathPatch, Rectangle
 from matplotlib.path import Path
 
+from attn_core.i18n import localize, translate
 from attn_core.viz.textpaths import TextBatch, text_width
 
 __all__ = ["plot_attention", "group_colors", "kv_group_of_head", "DPI", "FONT_PT", "VALUE_PT"]
@@ -144,7 +145,7 @@ def _colour_scale(grid: np.ndarray, vmax, binary: bool) -> tuple[float, float, s
         caption = "fixed scale 0–1" if top == 1.0 else f"scale 0–{top:.2f}"
         caption += f"; values above {top:.2f} clipped" if high > top else ""
     caption += f"; bottom {bottom:.2f}" if bottom < 0 else ""
-    return bottom, top, caption
+    return bottom, top, localize(caption)
 
 
 def _check_binary(grid: np.ndarray) -> None:
@@ -268,11 +269,11 @@ def plot_attention(
     panel_titles = []
     for index, (layer, slot) in enumerate(panels):
         head = heads[slot]
-        if titles is not None:
-            panel_titles.append(str(titles[index]))
+        if titles is not None:  # a caller's titles: in Chinese where a catalog has them (the notebooks' titles)
+            panel_titles.append(translate(str(titles[index])))
         elif len(panels) > 1 or colors is not None:
             kv = f" · kv {kv_group_of_head(head, num_heads, num_kv_heads)}" if colors is not None else ""
-            panel_titles.append((f"layer {layer} · " if num_layers > 1 else "") + f"head {head}{kv}")
+            panel_titles.append(localize((f"layer {layer} · " if num_layers > 1 else "") + f"head {head}{kv}"))
         else:
             panel_titles.append("")
     title_band = title_pt * 1.35 / 72 + 0.04 if any(panel_titles) else 0.0
@@ -288,7 +289,8 @@ def plot_attention(
     annotate = bool(annotate) and legible
 
     kinds = [name for name, test in (("NaN", np.isnan), ("±inf", np.isinf)) if test(grid).any()]
-    entries = [("may attend", colormap(1.0), None), ("blocked", colormap(0.0), None)] if binary else []
+    legend_names = [localize("may attend"), localize("blocked")] if binary else []
+    entries = [(legend_names[0], colormap(1.0), None), (legend_names[1], colormap(0.0), None)] if binary else []
     entries += [(" / ".join(kinds), "white", "///")] if kinds else []
     bar = colorbar and not binary
     key_w = 0.0
@@ -304,7 +306,8 @@ def plot_attention(
     grid_w = ncols * panel_w + (ncols - 1) * col_gap
     grid_h = nrows * (title_band + panel_h) + (nrows - 1) * row_gap
     left = max(left, (overhang - 0.15) / 2 + 0.05)
-    note = "values hidden: cells too small for legible numbers (enlarge the panels)" if hidden_note else ""
+    note = localize("values hidden: cells too small for legible numbers (enlarge the panels)") if hidden_note else ""
+    title = translate(title) if title else title
     width = max(
         left + grid_w + max(key_w, (overhang - 0.15) / 2) + 0.1,
         text_width(note, label_pt * 0.9) + 0.15,  # the note and the title must fit the figure
@@ -364,8 +367,8 @@ def plot_attention(
 
     # --- axis names, colour key, note, title ----------------------------------------------------
     grid_y0 = bottom
-    text.add(0.06, grid_y0 + grid_h / 2, "query", label_pt, va="top", rotation=90, role="axis-name")
-    text.add(left + grid_w / 2, bottom - x_band - 0.04, "key", label_pt, va="top", role="axis-name")
+    text.add(0.06, grid_y0 + grid_h / 2, localize("query"), label_pt, va="top", rotation=90, role="axis-name")
+    text.add(left + grid_w / 2, bottom - x_band - 0.04, localize("key"), label_pt, va="top", role="axis-name")
     if hidden_note:
         text.add(0.06, 0.06, note, label_pt * 0.9, ha="left", va="bottom", color="#555555", role="note")
     key_x = left + grid_w + 0.22

@@ -26,6 +26,7 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc, Circle, Rectangle
 
+from attn_core.i18n import localize
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import Explorer, merge_params
@@ -195,6 +196,7 @@ def render_rope(**overrides) -> Figure:
             label = f"q at {m}" if name.startswith("q") else f"k at {n}"
             if p["values"]:
                 label += f" ({math.degrees(angle):.0f}°)"
+            label = localize(label)
             out = 1.0 + 0.08 + small / 72 / radius
             put_ha = "left" if math.cos(angle) >= 0 else "right"
             text.add(cx + radius * out * math.cos(angle), cy + radius * out * math.sin(angle), label, small,
@@ -206,7 +208,7 @@ def render_rope(**overrides) -> Figure:
     if span > 0.5:
         ax.add_artist(Arc((cx, cy), radius * 0.7, radius * 0.7, theta1=start, theta2=start + span, color="#444444",
                           lw=1.2, gid="angle-arc"))  # fmt: skip
-    text.add(cx, height - 0.4 * line, f"pair {i}: θ = {theta:.3g} rad/token", font, va="top")
+    text.add(cx, height - 0.4 * line, localize(f"pair {i}: θ = {theta:.3g} rad/token"), font, va="top")
     text.add(cx, 0.45 * line, f"(m−n)·θ = {m - n}·{theta:.3g} = {added:.3g} rad", small, va="center")
 
     # --- right: the score against the distance -------------------------------------------------
@@ -227,8 +229,15 @@ def render_rope(**overrides) -> Figure:
         text.add(px - 0.05, float(sy(value)), f"{value:g}".replace("-", "−"), small, ha="right")
     for tick in (0, max_distance // 2, max_distance):
         text.add(float(dx(tick)), py - 0.05, str(tick), small, va="top")
-    text.add(px + pw / 2, py - 0.05 - line, "distance m − n (tokens)", font, va="top")
-    text.add(px - 0.05 - 3 * small * 0.62 / 72 - 0.05, py + ph / 2, "score (cosine)", font, va="bottom", rotation=90)
+    text.add(px + pw / 2, py - 0.05 - line, localize("distance m − n (tokens)"), font, va="top")
+    text.add(
+        px - 0.05 - 3 * small * 0.62 / 72 - 0.05,
+        py + ph / 2,
+        localize("score (cosine)"),
+        font,
+        va="bottom",
+        rotation=90,
+    )
     distance = curves["distance"]
     ax.plot(dx(distance), sy(curves["pair"]), color=_PAIR_COLOR, lw=1.0, ls="--", gid="curve-pair")
     ax.plot(dx(distance), sy(curves["this"]), color=_K_COLOR, lw=1.0, gid="curve-this")
@@ -241,7 +250,7 @@ def render_rope(**overrides) -> Figure:
             text.add(float(dx(shown)) + 0.06, float(sy(value)), f"{value:.2f}".replace("-", "−"), small, ha="left",
                      color=color)  # fmt: skip
     if m - n > max_distance:
-        text.add(px + pw - 0.05, py + ph - 0.1, f"m − n = {m - n} is off the right edge", small, ha="right",
+        text.add(px + pw - 0.05, py + ph - 0.1, localize(f"m − n = {m - n} is off the right edge"), small, ha="right",
                  va="top", color="#d62728")  # fmt: skip
     # Legend above the plot, one row.
     legend_y, x0 = py + ph + 0.5 * line, px
@@ -251,9 +260,13 @@ def render_rope(**overrides) -> Figure:
         ("this q, k", _K_COLOR, "-"),
     ):
         ax.plot([x0, x0 + 0.25], [legend_y] * 2, style, color=color, lw=1.5)
-        text.add(x0 + 0.3, legend_y, label, small, ha="left")
-        x0 += 0.45 + len(label) * small * 0.55 / 72
-    text.add(px + pw / 2, height - 0.4 * line, f"base {p['base']:g}, head_dim {p['head_dim']}", font, va="top")
+        shown_label = localize(label)
+        text.add(x0 + 0.3, legend_y, shown_label, small, ha="left")
+        # English keeps its spacing; a translation is measured (a CJK character is ~1 em, not ~0.55)
+        x0 += 0.45 + (len(label) * small * 0.55 / 72 if shown_label == label else text_width(shown_label, small))
+    text.add(
+        px + pw / 2, height - 0.4 * line, localize(f"base {p['base']:g}, head_dim {p['head_dim']}"), font, va="top"
+    )
     text.draw(ax)
     fig.rope_geometry = {"center": (cx, cy), "radius": radius, "box": (px, py, pw, ph), "max_distance": max_distance}
     return fig

@@ -11,6 +11,10 @@ same as ``Text``; an SVG keeps vector glyphs (shapes, not selectable text).
 viz modules use an Axes whose data units are inches of the figure) and sizes in points.
 Every drawn patch is a :class:`TextPaths` whose ``labels`` list the strings it holds, where,
 and at what size: the tests read them instead of ``Text`` objects.
+
+Outlines come from matplotlib's ``font.family`` (a list falls back glyph by glyph: ``ac.set_language("zh")``
+adds the CJK subset after DejaVu Sans), and the cache is keyed by that list, so switching languages never
+reuses outlines drawn with the other family (a missing glyph would be an empty box).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
+import matplotlib
 import numpy as np
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import PathPatch
@@ -30,17 +35,25 @@ __all__ = ["Label", "TextPaths", "TextBatch", "text_width", "text_items"]
 _POINTS_PER_INCH = 72.0
 
 
-@lru_cache(maxsize=8192)
 def _outline(text: str, weight: str) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Glyph outlines of ``text`` at 1 pt (so 1 unit = 1 em), baseline at y = 0: vertices, codes, ink x-range."""
-    path = TextPath((0, 0), text, size=1.0, prop=FontProperties(weight=weight))
+    return _outline_in(text, weight, tuple(matplotlib.rcParams["font.family"]))
+
+
+@lru_cache(maxsize=8192)
+def _outline_in(text: str, weight: str, families: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, float, float]:
+    path = TextPath((0, 0), text, size=1.0, prop=FontProperties(family=list(families), weight=weight))
     vertices = np.asarray(path.vertices, dtype=np.float64)  # (n, 2) in em
     return vertices, np.asarray(path.codes), float(vertices[:, 0].min()), float(vertices[:, 0].max())
 
 
-@lru_cache(maxsize=4)
 def _font_heights(weight: str) -> tuple[float, float, float]:
     """(cap height, ascender, descender) in em, measured on the glyphs themselves (any font)."""
+    return _font_heights_in(weight, tuple(matplotlib.rcParams["font.family"]))
+
+
+@lru_cache(maxsize=8)
+def _font_heights_in(weight: str, families: tuple[str, ...]) -> tuple[float, float, float]:
     cap = _outline("H0", weight)[0][:, 1].max()
     ascender = _outline("Hldk", weight)[0][:, 1].max()
     descender = -_outline("gjpqy", weight)[0][:, 1].min()

@@ -30,6 +30,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from attn_core.i18n import localize
 from attn_core.masks import causal_mask
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 from attn_core.viz.textpaths import TextBatch, text_width
@@ -353,9 +354,9 @@ def render_tiles(step: int | None = None, **overrides) -> Figure:
         put(kx(edge), gy - 0.05, str(edge), small, va="top")
     for edge in _edge_ticks(q_len, block_q, cell_h, 1.3 * small / 72):
         put(gx - 0.05, qy(edge), str(edge), small, ha="right")
-    put(gx + gw / 2, gy - 0.05 - line, f"keys (blocks of {block_k})", font, va="top")
-    put(0.12, gy + gh / 2, f"queries (blocks of {block_q})", font, va="top", rotation=90)
-    put(gx + gw / 2, top + 0.05, f"tile {step}/{len(schedule)}", font * 1.1, va="bottom")
+    put(gx + gw / 2, gy - 0.05 - line, localize(f"keys (blocks of {block_k})"), font, va="top")
+    put(0.12, gy + gh / 2, localize(f"queries (blocks of {block_q})"), font, va="top", rotation=90)
+    put(gx + gw / 2, top + 0.05, localize(f"tile {step}/{len(schedule)}"), font * 1.1, va="bottom")
     put(gx + gw + 0.04, qy(row + 0.5), str(row), small, ha="left", color=_ROW_COLOR)
 
     # --- right: the online softmax of one row, two plots of pw × ph inches --------------------
@@ -364,7 +365,8 @@ def render_tiles(step: int | None = None, **overrides) -> Figure:
     num_k_blocks = len(trace.running_max)
     row_block, visited = _row_progress(p, schedule)
     px = width * 0.4 + 0.35 + line + 4 * small * 0.62 / 72
-    final_w = text_width(f"final {max(trace.final_sum, abs(trace.final_max), 1.0):.2f}−", small)  # right margin
+    widest_final = localize(f"final {max(trace.final_sum, abs(trace.final_max), 1.0):.2f}")
+    final_w = text_width(widest_final + "−", small)  # right margin
     pw = width - px - 0.25 - final_w
     sum_y = 2.5 * line
     ph = (top - sum_y - 0.2) / 2
@@ -373,7 +375,7 @@ def render_tiles(step: int | None = None, **overrides) -> Figure:
     def bx(block):  # x (inches) of the centre of key block `block`
         return px + (np.asarray(block) + 0.5) * pw / num_k_blocks
 
-    put(px + pw / 2, top + 0.05, f"row {row}: {visited}/{num_k_blocks} key blocks", font * 1.1, va="bottom",
+    put(px + pw / 2, top + 0.05, localize(f"row {row}: {visited}/{num_k_blocks} key blocks"), font * 1.1, va="bottom",
         color=_ROW_COLOR)  # fmt: skip
     row_tiles = schedule[row_block * num_k_blocks : (row_block + 1) * num_k_blocks]
     for y0, name in ((max_y, "max m"), (sum_y, "sum ℓ")):
@@ -385,14 +387,14 @@ def render_tiles(step: int | None = None, **overrides) -> Figure:
             ax.add_artist(Rectangle((bx(visited - 1) - pw / num_k_blocks / 2, y0), pw / num_k_blocks, ph,
                                    color=_TILE_COLORS[CURRENT], alpha=0.35, lw=0))  # fmt: skip
         ax.add_artist(Rectangle((px, y0), pw, ph, fill=False, edgecolor="#888888", lw=0.8))
-        put(px - 0.05 - 3.6 * small * 0.62 / 72, y0 + ph / 2, name, font, va="bottom", rotation=90)
+        put(px - 0.05 - 3.6 * small * 0.62 / 72, y0 + ph / 2, localize(name), font, va="bottom", rotation=90)
     block_w = text_width(str(num_k_blocks), small) + 0.6 * small / 72
     ticks = np.arange(num_k_blocks)[:: max(1, math.ceil(num_k_blocks / 6), math.ceil(block_w * num_k_blocks / pw))]
     for block in ticks:
         put(bx(block), sum_y - 0.05, str(block), small, va="top")
     if trace.final_max == -math.inf:
-        put(px + pw / 2, sum_y - 0.05 - line, "key block", font, va="top")
-        put(px + pw / 2, max_y + ph / 2, f"row {row} sees no key at all: its output is 0", font)
+        put(px + pw / 2, sum_y - 0.05 - line, localize("key block"), font, va="top")
+        put(px + pw / 2, max_y + ph / 2, localize(f"row {row} sees no key at all: its output is 0"), font)
         text.draw(ax)
         return fig
 
@@ -430,13 +432,15 @@ def render_tiles(step: int | None = None, **overrides) -> Figure:
     # Legend of the max panel, in its empty top band: what the line and the crosses are.
     legend_y, legend_x = max_y + ph - 0.06 - small / 144, px + 0.12
     ax.plot([legend_x], [legend_y], "o", color="#08519c", ms=5)
-    put(legend_x + 0.1, legend_y, "running max m", small, ha="left")
-    cross_x = legend_x + 0.45 + text_width("running max m", small)
+    running_max = localize("running max m")
+    put(legend_x + 0.1, legend_y, running_max, small, ha="left")
+    cross_x = legend_x + 0.45 + text_width(running_max, small)
     ax.plot([cross_x], [legend_y], "x", color="#636363", ms=6, mew=1.5)
-    put(cross_x + 0.1, legend_y, "max of one key block", small, ha="left", color="#444444")
+    put(cross_x + 0.1, legend_y, localize("max of one key block"), small, ha="left", color="#444444")
     ax.plot(bx(shown), sy(seen_sum), "o-", color="#08519c", ms=5)
     for y0, final in ((my(trace.final_max), _fmt(trace.final_max)), (sy(trace.final_sum), f"{trace.final_sum:.2f}")):
-        put(px + pw + 0.05, y0, f"final {final}", small, ha="left", color=_ROW_COLOR)  # where the dashed line ends
+        # where the dashed line ends
+        put(px + pw + 0.05, y0, localize(f"final {final}"), small, ha="left", color=_ROW_COLOR)
     # Numbers over the points: the rescale factors always, every value when asked, each one only
     # if it fits the width of its key block (9-pt text never overlaps; the axis label says so).
     room, hidden = pw / num_k_blocks - 0.04, False
@@ -452,7 +456,7 @@ def render_tiles(step: int | None = None, **overrides) -> Figure:
             else:
                 hidden = True
     note = " (numbers hidden: blocks too narrow)" if hidden and p["values"] else ""
-    put(px + pw / 2, sum_y - 0.05 - line, "key block" + note, font, va="top")
+    put(px + pw / 2, sum_y - 0.05 - line, localize("key block" + note), font, va="top")
     text.draw(ax)
     return fig
 

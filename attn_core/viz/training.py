@@ -28,6 +28,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from attn_core.i18n import localize
 from attn_core.viz.head_view import thin_labels
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT, _Heatmap
 from attn_core.viz.textpaths import TextBatch, text_width
@@ -214,7 +215,9 @@ def render_training(
         ax.add_image(image)
         ax.add_artist(Rectangle((x0, y1 - size), size, size, fill=False, edgecolor="#888888", lw=0.8))
         prev, ind = float(history.previous_token[index, layer, h]), float(history.induction[index, layer, h])
-        text.add(x0 + size / 2, y1 + 0.05, f"L{layer} H{h} · prev {prev:.2f} · ind {ind:.2f}", small, va="bottom")
+        text.add(
+            x0 + size / 2, y1 + 0.05, localize(f"L{layer} H{h} · prev {prev:.2f} · ind {ind:.2f}"), small, va="bottom"
+        )
         if col == 0:
             for i, label in enumerate(labels):
                 text.add(x0 - 0.05, y1 - (i + 0.5) * cell, label, small, ha="right")
@@ -226,8 +229,8 @@ def render_training(
                 dark = shown[layer, h, i, j] < 0.6 * top_value  # viridis: light text on its dark half
                 text.add(x0 + (j + 0.5) * cell, y1 - (i + 0.5) * cell, _cell_text(float(shown[layer, h, i, j])),
                          small, color="white" if dark else "black")  # fmt: skip
-    text.add(0.12, gy + (grid_h - line) / 2, "query", font, va="top", rotation=90)
-    text.add(gx + grid_w / 2, 0.1, "key" + ("" if not values or chosen else " (values: pick one head)"), font,
+    text.add(0.12, gy + (grid_h - line) / 2, localize("query"), font, va="top", rotation=90)
+    text.add(gx + grid_w / 2, 0.1, localize("key" + ("" if not values or chosen else " (values: pick one head)")), font,
              va="bottom")  # fmt: skip
     bar = _Heatmap(ax, cmap="viridis", norm=Normalize(0, 1), extent=(bar_x, bar_x + 0.15, gy, gy + grid_h - line),
                    origin="upper", interpolation="nearest")  # fmt: skip
@@ -251,10 +254,10 @@ def render_training(
         ax.plot([float(sx(step))] * 2, [y0, y0 + box_h], color="#d62728", lw=1.2, gid=f"step-marker-{name}")
         for value in (0.0, top / 2, top):
             text.add(plot_x - 0.05, y0 + value / top * box_h, f"{value:.2g}", small, ha="right")
-        text.add(plot_x - 0.12 - text_width("0.5", small) - line / 2, y0 + box_h / 2, name, font, rotation=90)
+        text.add(plot_x - 0.12 - text_width("0.5", small) - line / 2, y0 + box_h / 2, localize(name), font, rotation=90)
     ax.plot(sx(np.arange(last + 1)), loss_y + loss / loss_top * box_h, color=_LOSS_COLOR, lw=1.2, gid="loss")
-    text.add(plot_x + plot_w / 2, loss_y + box_h + 0.05, f"loss {history.loss[step]:.3f} at step {step}", font,
-             va="bottom")  # fmt: skip
+    loss_title = localize(f"loss {history.loss[step]:.3f} at step {step}")
+    text.add(plot_x + plot_w / 2, loss_y + box_h + 0.05, loss_title, font, va="bottom")
     ax.plot([plot_x, plot_x + plot_w], [score_y + 0.5 * box_h] * 2, "--", color="#999999", lw=0.8, gid="threshold")
     best_prev = chosen or divmod(int(history.previous_token[-1].argmax()), num_heads)
     best_ind = chosen or divmod(int(history.induction[-1].argmax()), num_heads)
@@ -263,11 +266,11 @@ def render_training(
         scores = (history.previous_token if kind == "previous" else history.induction)[:, layer, h]  # (checkpoints,)
         ax.plot(sx(history.steps), score_y + scores.double().numpy() * box_h, color=color, lw=1.5, gid=f"score-{kind}")
         x = plot_x + 0.05 if ha == "left" else plot_x + plot_w - 0.05
-        label = f"{'prev-token' if kind == 'previous' else 'induction'} L{layer} H{h}"
+        label = localize(f"{'prev-token' if kind == 'previous' else 'induction'} L{layer} H{h}")
         text.add(x, score_y + box_h + 0.05, label, small, ha=ha, va="bottom", color=color)
     for tick in sorted({0, last // 2, last}):
         text.add(float(sx(tick)), score_y - 0.05, str(tick), small, va="top")
-    text.add(plot_x + plot_w / 2, 0.1, "training step", font, va="bottom")
+    text.add(plot_x + plot_w / 2, 0.1, localize("training step"), font, va="bottom")
     text.draw(ax)
     fig.training_geometry = {"loss_box": (plot_x, loss_y, plot_w, box_h), "score_box": (plot_x, score_y, plot_w, box_h),
                              "last_step": last, "loss_top": loss_top}  # fmt: skip
