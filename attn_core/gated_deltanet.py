@@ -137,6 +137,12 @@ class GatedDeltaNet(nn.Module):
             cache.conv_state = padded[:, :, padded.shape[-1] - left :].clone()  # (B, C, K-1) for the next call
         return F.silu(F.conv1d(padded, self.conv1d.weight, groups=channels))  # (B, C, L)
 
+    def state_update(self, q, k, v, g, beta, state):
+        """The token mixer proper; everything around it (projections, conv, norms) is shared by its variants.
+        A subclass may swap the rule (e.g. ``ac.linear_attention(q, k, v, g)``) to compare them in one layer."""
+        chunk_size = None if q.shape[2] == 1 else LAYER_CHUNK  # one decode step: the recurrence is cheapest
+        return gated_delta_rule(q, k, v, g, beta, chunk_size=chunk_size, initial_state=state)
+
     def forward(self, x, *, cache=None):
         self._check(x, cache)
         batch, length, _ = x.shape
@@ -152,9 +158,7 @@ class GatedDeltaNet(nn.Module):
         g = -self.A_log.exp() * F.softplus(self.in_proj_a(x) + self.dt_bias)  # (B, L, Hv) log decay < 0
         g = g.transpose(1, 2)  # (B, Hv, L)
         state = None if cache is None else cache.recurrent_state  # (B, Hv, Dk, Dv) or None
-        out, state = gated_delta_rule(
-            q, k, v, g, beta, chunk_size=None if length == 1 else LAYER_CHUNK, initial_state=state
-        )  # (B, Hv, L, Dv), (B, Hv, Dk, Dv)
+        out, state = self.state_update(q, k, v, g, beta, state)  # (B, Hv, L, Dv), (B, Hv, Dk, Dv)
         if cache is not None:
             cache.recurrent_state = state
             cache._length += length
