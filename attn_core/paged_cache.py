@@ -22,11 +22,50 @@ import torch
 
 from attn_core.kv_cache import BoundToOneLayer
 
-__all__ = ["OutOfBlocksError", "PagedKVCache", "PagedSequence"]
+__all__ = ["BlockAllocator", "OutOfBlocksError", "PagedKVCache", "PagedSequence"]
 
 
 class OutOfBlocksError(RuntimeError):
     """The pool has fewer free blocks than an append needs (like running out of GPU memory: free something)."""
+
+
+class BlockAllocator:
+    """Which blocks are free, how many block tables hold each, and every sequence's table.
+
+    One per :class:`PagedKVCache` by default; shared by the caches of every layer
+    (``PagedKVCache.for_layers``) so that block ``b`` holds the same tokens in each layer's pool. Subclasses
+    change the policy (a prefix cache keeps released blocks cached; ``attn_core.serving.block_manager``).
+    """
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self.ref_counts = [0] * num_blocks  # block tables holding each block
+        self.free = list(range(num_blocks))  # a min-heap: the lowest free block first, so tables read 0, 1, 2...
+        self.tables: dict[int | str, list[int]] = {}  # seq_id -> its blocks in position order
+        self.caches: list[weakref.ref] = []  # the PagedKVCaches (one per layer) on this allocator
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks an append may take now."""
+        return len(self.free)
+
+    def allocate(self) -> int:
+        """Take a free block for one table (reference count 1)."""
+        block = heapq.heappop(self.free)
+        self.ref_counts[block] = 1
+        return block
+
+    def retain(self, block: int) -> None:
+        """One more table holds ``block`` (sharing). A free block holds no tokens: ValueError."""
+        if self.ref_counts[block] == 0:
+            raise ValueError(f"block {block} is free: it holds no tokens a sequence could share.")
+        self.ref_counts[block] += 1
+
+    def release(self, block: int) -> None:
+        """One table fewer holds ``block``; at zero it is free again."""
+        self.ref_counts[block] -= 1
+        if self.ref_counts[block] == 0:  # nobody else reads it: back to the pool
+            heapq.heappush(self.free, block)
 
 
 class PagedKVCache(BoundToOneLayer):
@@ -43,24 +82,52 @@ class PagedKVCache(BoundToOneLayer):
     ``torch.no_grad()``.
     """
 
-    def __init__(self, block_size: int, num_blocks: int) -> None:
+    def __init__(self, block_size: int, num_blocks: int, *, allocator: BlockAllocator | None = None) -> None:
         for name, value in (("block_size", block_size), ("num_blocks", num_blocks)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}.")
-        self.block_size, self.num_blocks = block_size, num_blocks
+        if allocator is None:
+            allocator = BlockAllocator(num_blocks)
+        if not isinstance(allocator, BlockAllocator) or allocator.num_blocks != num_blocks:
+            raise ValueError(
+                f"allocator must be a BlockAllocator of num_blocks={num_blocks} blocks (one shared by every layer's "
+                f"cache), got {allocator!r:.80}."
+            )
+        self.block_size, self.num_blocks, self.allocator = block_size, num_blocks, allocator
+        allocator.caches.append(weakref.ref(self))  # a copy-on-write copies the block in every layer's pool
         self._key_pool: torch.Tensor | None = None  # (num_blocks, Hkv, block_size, D)
         self._value_pool: torch.Tensor | None = None  # (num_blocks, Hkv, block_size, Dv)
-        self._ref_counts = [0] * num_blocks  # sequences whose table holds each block
-        self._free = list(range(num_blocks))  # a min-heap: the lowest free block first, so tables read 0, 1, 2...
-        self._tables: dict[int | str, list[int]] = {}  # seq_id -> its blocks in position order
-        self._lengths: dict[int | str, int] = {}  # seq_id -> tokens appended
+        self._lengths: dict[int | str, int] = {}  # seq_id -> tokens appended to THIS layer's pool
         self._owner: weakref.ref | int | None = None  # a weakref to the owning layer (its id() if it has none)
         self._owner_type = ""
+
+    @classmethod
+    def for_layers(cls, num_layers: int, block_size: int, num_blocks: int, allocator: BlockAllocator | None = None):
+        """``num_layers`` caches on ONE allocator: a block id names the same tokens in every layer, and
+        ``free`` / ``truncate`` / ``fork`` / ``attach`` on any of them act on all (vLLM's one KV cache manager)."""
+        allocator = BlockAllocator(num_blocks) if allocator is None else allocator
+        return [cls(block_size, num_blocks, allocator=allocator) for _ in range(num_layers)]
+
+    @property
+    def _tables(self) -> dict[int | str, list[int]]:
+        return self.allocator.tables  # seq_id -> its blocks in position order, shared by the allocator's caches
+
+    @property
+    def _ref_counts(self) -> list[int]:
+        return self.allocator.ref_counts
+
+    @property
+    def _free(self) -> list[int]:
+        return self.allocator.free
+
+    def _layers(self) -> list[PagedKVCache]:
+        """Every live cache on this allocator (this one included): the per-layer token counts move together."""
+        return [cache for ref in self.allocator.caches if (cache := ref()) is not None]
 
     # ------------------------------------------------------------------ bookkeeping
     @property
     def num_free_blocks(self) -> int:
-        return len(self._free)
+        return self.allocator.num_free_blocks
 
     @property
     def seq_ids(self) -> list[int | str]:
@@ -88,7 +155,9 @@ class PagedKVCache(BoundToOneLayer):
         if isinstance(seq_id, bool) or not isinstance(seq_id, int | str):
             raise TypeError(f"seq_id must be an int or a str, got {seq_id!r} of type {type(seq_id).__name__}.")
         if seq_id not in self._tables:
-            self._tables[seq_id], self._lengths[seq_id] = [], 0
+            self._tables[seq_id] = []
+            for cache in self._layers():
+                cache._lengths[seq_id] = 0
         return PagedSequence(self, seq_id)
 
     def _require(self, seq_id: int | str) -> None:
@@ -105,15 +174,14 @@ class PagedKVCache(BoundToOneLayer):
 
     def _release(self, blocks: list[int]) -> None:
         for block in blocks:
-            self._ref_counts[block] -= 1
-            if self._ref_counts[block] == 0:  # nobody else reads it: back to the pool
-                heapq.heappush(self._free, block)
+            self.allocator.release(block)
 
     def free(self, seq_id: int | str) -> None:
         """Forget ``seq_id``; blocks no other sequence shares go back to the pool."""
         self._require(seq_id)
         self._release(self._tables.pop(seq_id))
-        del self._lengths[seq_id]
+        for cache in self._layers():
+            cache._lengths.pop(seq_id, None)
 
     def truncate(self, seq_id: int | str, length: int) -> None:
         """Keep ``seq_id``'s first ``length`` tokens (speculative-decoding rollback, beam search); blocks
@@ -128,7 +196,8 @@ class PagedKVCache(BoundToOneLayer):
         table = self._tables[seq_id]
         self._release(table[keep:])
         del table[keep:]
-        self._lengths[seq_id] = length
+        for cache in self._layers():
+            cache._lengths[seq_id] = min(cache._lengths.get(seq_id, 0), length)
 
     def fork(self, parent_id: int | str, child_id: int | str) -> PagedSequence:
         """Start ``child_id`` as a copy of ``parent_id`` that shares all its blocks (no copy now: prefix
@@ -138,10 +207,36 @@ class PagedKVCache(BoundToOneLayer):
             raise ValueError(f"sequence {child_id!r} already exists; free it first or fork into a new seq_id.")
         child = self.sequence(child_id)
         self._tables[child_id] = list(self._tables[parent_id])
-        self._lengths[child_id] = self._lengths[parent_id]
+        for cache in self._layers():
+            cache._lengths[child_id] = cache._lengths.get(parent_id, 0)
         for block in self._tables[child_id]:
-            self._ref_counts[block] += 1
+            self.allocator.retain(block)
         return child
+
+    def attach(self, seq_id: int | str, blocks: list[int], length: int) -> PagedSequence:
+        """Start ``seq_id`` on ``blocks`` that already hold its first ``length`` tokens (a prefix cache hit: no
+        compute, no copy); each block gains a reference, in every layer's cache on this allocator."""
+        if seq_id in self._tables:
+            raise ValueError(f"sequence {seq_id!r} already exists; free it first or attach a new seq_id.")
+        bad = [b for b in blocks if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < self.num_blocks]
+        if bad or len(set(blocks)) != len(blocks):
+            raise ValueError(f"blocks must be distinct block ids in [0, {self.num_blocks}), got {blocks!r}.")
+        if isinstance(length, bool) or not isinstance(length, int) or -(-length // self.block_size) != len(blocks):
+            raise ValueError(
+                f"length must be an int whose ceil(length / block_size={self.block_size}) == {len(blocks)} blocks "
+                f"given, got {length!r}."
+            )
+        for done, block in enumerate(blocks):
+            try:
+                self.allocator.retain(block)  # raises on a free block: it holds no tokens
+            except ValueError:
+                for held in blocks[:done]:
+                    self.allocator.release(held)
+                raise
+        self._tables[seq_id] = list(blocks)
+        for cache in self._layers():
+            cache._lengths[seq_id] = length
+        return PagedSequence(self, seq_id)
 
     # ------------------------------------------------------------------ append and gather
     def _check(self, keys: torch.Tensor, values: torch.Tensor) -> None:
@@ -182,9 +277,11 @@ class PagedKVCache(BoundToOneLayer):
         self._require(seq_id)
         self._check(keys, values)
         table, length, new = self._tables[seq_id], self._lengths[seq_id], keys.shape[-2]
-        # Count every block this append needs before touching anything: a failed append changes nothing.
-        fresh = -(-(length + new) // self.block_size) - len(table)  # blocks for tokens past the last block
-        copy_on_write = new > 0 and length % self.block_size != 0 and self._ref_counts[table[-1]] > 1
+        # Count every block this append needs before touching anything: a failed append changes nothing. On a
+        # shared allocator an earlier layer may have grown the table already: then nothing is allocated.
+        fresh = max(-(-(length + new) // self.block_size) - len(table), 0)  # blocks for tokens past the table
+        first = length // self.block_size  # the block the first new token goes into
+        copy_on_write = new > 0 and length % self.block_size != 0 and self._ref_counts[table[first]] > 1
         needed = fresh + copy_on_write
         if needed > self.num_free_blocks:
             raise OutOfBlocksError(
@@ -197,17 +294,16 @@ class PagedKVCache(BoundToOneLayer):
             heads, head_dim, value_dim = keys.shape[1], keys.shape[-1], values.shape[-1]
             self._key_pool = keys.new_zeros(self.num_blocks, heads, self.block_size, head_dim)  # (N, Hkv, bs, D)
             self._value_pool = values.new_zeros(self.num_blocks, heads, self.block_size, value_dim)  # (N, Hkv, bs, Dv)
-        if copy_on_write:  # the last block is shared and will be written: give this sequence its own copy
-            shared, own = table[-1], heapq.heappop(self._free)
-            self._key_pool[own] = self._key_pool[shared]  # (Hkv, bs, D)
-            self._value_pool[own] = self._value_pool[shared]  # (Hkv, bs, Dv)
+        if copy_on_write:  # the block is shared and will be written: this sequence gets its own copy
+            shared, own = table[first], self.allocator.allocate()
+            for cache in self._layers():  # in every layer's pool, so a later layer finds its own copy too
+                if cache._key_pool is not None:
+                    cache._key_pool[own] = cache._key_pool[shared]  # (Hkv, bs, D)
+                    cache._value_pool[own] = cache._value_pool[shared]  # (Hkv, bs, Dv)
             self._release([shared])
-            self._ref_counts[own] = 1
-            table[-1] = own
+            table[first] = own
         for _ in range(fresh):
-            block = heapq.heappop(self._free)
-            self._ref_counts[block] = 1
-            table.append(block)
+            table.append(self.allocator.allocate())
         positions = torch.arange(length, length + new, device=self._key_pool.device)  # (n,)
         table_index = torch.tensor(table, dtype=torch.long, device=positions.device)  # (nb,)
         blocks = table_index[positions // self.block_size]  # (n,): the block holding each new token
@@ -222,7 +318,8 @@ class PagedKVCache(BoundToOneLayer):
         if self._key_pool is None:
             raise ValueError("the cache is empty: run the layer with cache=..., seq_id=... once (the prefill) first.")
         length = self._lengths[seq_id]
-        table = torch.tensor(self._tables[seq_id], dtype=torch.long, device=self._key_pool.device)  # (nb,)
+        used = self._tables[seq_id][: -(-length // self.block_size)]  # a shared table may run ahead of this layer
+        table = torch.tensor(used, dtype=torch.long, device=self._key_pool.device)  # (nb,)
         out = []
         for pool in (self._key_pool, self._value_pool):
             # Teaching version: copy the sequence's blocks into one contiguous (1, Hkv, T, D) tensor and reuse

@@ -1,0 +1,102 @@
+"""The block manager (vLLM's ``KVCacheManager`` / ``BlockPool``, nano-vllm's ``BlockManager``): one allocator for
+every layer's paged pool, plus the prefix cache.
+
+A full block is named by a *chained* hash: ``hash((parent block's hash, its token ids))``. Chaining makes the name
+depend on every token before the block too, so two prompts share block ``i`` only if they agree on all of
+``tokens[: (i + 1) * block_size]`` (a block's keys depend on every earlier token through attention). The cache maps
+that key to the block holding its computed keys/values. A released block whose reference count reaches 0 stays
+cached (an "evictable" block, kept in least-recently-used order); an allocation takes a truly free block first
+and evicts the least recently released cached block only when none is left.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+
+from attn_core.paged_cache import BlockAllocator
+
+__all__ = ["BlockManager", "chain_block_hashes"]
+
+BlockKey = tuple[int | None, tuple[int, ...]]  # (parent block's hash or None for the first block, its token ids)
+
+
+def chain_block_hashes(tokens: list[int], block_size: int, *, start: list[int] | None = None) -> list[int]:
+    """Chained hashes of the full blocks of ``tokens``: ``h[i] = hash((h[i-1], tokens of block i))``,
+    ``h[-1] = None``. ``start`` (hashes already known for the first blocks) is extended, not recomputed."""
+    hashes = list(start or [])
+    for i in range(len(hashes), len(tokens) // block_size):
+        parent = hashes[-1] if hashes else None
+        hashes.append(hash((parent, tuple(tokens[i * block_size : (i + 1) * block_size]))))
+    return hashes
+
+
+class BlockManager(BlockAllocator):
+    """A :class:`~attn_core.paged_cache.BlockAllocator` with a prefix cache (``prefix_caching=False``: a plain one).
+
+    ``lookup(tokens)`` returns the cached blocks of the longest run of leading full blocks, never the block
+    holding the last token (its logits must be computed); ``register(block, parent_hash, tokens)`` publishes a
+    block whose keys/values are computed. Blocks are only shared when full, so a shared block is never written.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int, *, prefix_caching: bool = True) -> None:
+        super().__init__(num_blocks)
+        self.block_size, self.prefix_caching = block_size, prefix_caching
+        self.cached: dict[BlockKey, int] = {}  # (parent hash, token ids) -> block holding their keys/values
+        self.key_of: dict[int, BlockKey] = {}  # block -> its key, for the blocks in `cached`
+        self.evictable: OrderedDict[int, None] = OrderedDict()  # cached blocks at refcount 0, least recent first
+        self.num_evictions = 0
+
+    # ------------------------------------------------------------------ allocator policy
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free) + len(self.evictable)  # a cached block nobody holds can be evicted for a new one
+
+    def allocate(self) -> int:
+        if self.free:
+            block = heapq.heappop(self.free)
+        else:  # evict the least recently released cached block
+            block, _ = self.evictable.popitem(last=False)
+            del self.cached[self.key_of.pop(block)]
+            self.num_evictions += 1
+        self.ref_counts[block] = 1
+        return block
+
+    def retain(self, block: int) -> None:
+        if self.ref_counts[block] == 0 and block in self.evictable:
+            del self.evictable[block]  # a prefix hit on a block nobody held: it is no longer evictable
+            self.ref_counts[block] = 1
+            return
+        super().retain(block)
+
+    def release(self, block: int) -> None:
+        self.ref_counts[block] -= 1
+        if self.ref_counts[block] == 0:
+            if block in self.key_of:
+                self.evictable[block] = None  # keep its keys/values for a later hit; most recent at the end
+            else:
+                heapq.heappush(self.free, block)
+
+    # ------------------------------------------------------------------ prefix cache
+    def lookup(self, tokens: list[int], hashes: list[int]) -> list[int]:
+        """Blocks holding the longest run of ``tokens``' leading full blocks (``hashes`` = their chained
+        hashes), at most ``(len(tokens) - 1) // block_size`` of them: the last token is always computed."""
+        if not self.prefix_caching:
+            return []
+        blocks = []
+        for i in range(min(len(hashes), (len(tokens) - 1) // self.block_size)):
+            parent = hashes[i - 1] if i else None
+            block = self.cached.get((parent, tuple(tokens[i * self.block_size : (i + 1) * self.block_size])))
+            if block is None:
+                break
+            blocks.append(block)
+        return blocks
+
+    def register(self, block: int, parent_hash: int | None, block_tokens: list[int]) -> None:
+        """``block`` now holds the computed keys/values of ``block_tokens`` after the prefix named by
+        ``parent_hash``: later requests may share it. Content cached in another block already: nothing to do."""
+        if not self.prefix_caching or block in self.key_of:
+            return
+        key = (parent_hash, tuple(block_tokens))
+        if key not in self.cached:
+            self.cached[key], self.key_of[block] = block, key
