@@ -326,8 +326,10 @@ def test_skeleton_marks_new_and_stale_entries_and_keeps_good_ones(tree) -> None:
 
     build.skeleton("99_fixture", tree)
     cells = json.loads(tree.translation("99_fixture").read_text(encoding="utf-8"))["cells"]
-    assert cells["m1"] == translation()["cells"]["m1"]  # good: kept exactly
-    assert cells["c2"] == translation()["cells"]["c2"]
+    # good: kept, with the English they translate recorded; a code cell's hash moves to its translatable text
+    assert cells["m1"] == {**translation()["cells"]["m1"], "translated_from": TITLE}
+    scores_text = "\n".join([f'"{WHY}"', WHY, "# (Lq, Lk)", WHY])  # the string literal and comments, in order
+    assert cells["c2"] == {**translation()["cells"]["c2"], "en_sha": sha(scores_text), "translated_from": scores_text}
     assert cells["m2"]["zh"] == ZH_TEXT and cells["m2"]["en_sha"] == sha(TEXT)  # stale: still fails the check
     assert cells["m2"]["en"] == TEXT + " More." and cells["m2"]["en_sha_new"] == sha(TEXT + " More.")
     assert cells["m3"] == {"en_sha": sha("## New"), "en": "## New", "zh": ""}
@@ -421,3 +423,68 @@ def test_an_untranslated_verdict_is_a_failed_test_not_only_an_exit_status(tmp_pa
     assert "a grader name no catalog has" in (tmp_path / "build" / "zh_untranslated.txt").read_text(encoding="utf-8")
     relaxed = _run_audited_session(tmp_path, "0")
     assert relaxed.returncode == 0 and "2 passed" in relaxed.stdout and "failed" not in relaxed.stdout
+
+
+# ----------------------------------------------------------------------------- code cells: comments and strings
+
+PRINT = 'for n in [8, 16]:\n    print(f"at {n} tokens the weights take {n * n} numbers")  # (n, n) each'
+ZH_PRINT = 'f"{n} 个词元时，权重共有 {n * n} 个数"'
+
+
+def _with_print_cell(paths, strings: dict | None = None) -> dict:
+    notebook = nbformat.read(paths.english_notebook("99_fixture"), as_version=4)
+    if "c5" not in [cell.id for cell in notebook.cells]:
+        notebook.cells.append(nbformat.v4.new_code_cell(PRINT, id="c5"))
+        nbformat.write(notebook, paths.english_notebook("99_fixture"))
+    data = translation()
+    text = build.translatable_text(PRINT)
+    data["cells"]["c5"] = {"en_sha": sha(text), "strings": strings or {}, "translated_from": text}
+    write_translation(paths, data)
+    return data
+
+
+def test_a_code_edit_that_keeps_comments_and_strings_keeps_the_translation_fresh(tree) -> None:
+    data = translation()
+    data["cells"]["c2"]["en_sha"] = sha("\n".join([f'"{WHY}"', WHY, "# (Lq, Lk)", WHY]))  # translatable text
+    write_translation(tree, data)
+    edit_english(tree, "c2", lambda source: source.replace("scores", "attention_scores"))  # a rename
+    assert [issue.kind for issue in errors(tree)] == ["out of date"]  # only the rebuild is due, no translation
+    assert build.main(["99_fixture"], paths=tree) == 0
+    assert "attention_scores = torch.ones(2, 2)" in zh_cells(tree)["c2"].source
+    # the older whole-source hash of c1 (translation() still uses it) is accepted while the cell is unchanged
+    assert not [issue for issue in errors(tree) if issue.cell == "c1"]
+
+
+def test_a_changed_string_makes_the_translation_stale_with_a_word_diff(tree) -> None:
+    _with_print_cell(tree, {'f"at {n} tokens the weights take {n * n} numbers"': ZH_PRINT})
+    assert build.main(["99_fixture"], paths=tree) == 0
+    edit_english(tree, "c5", lambda source: source.replace("weights take", "attention weights would take"))
+    found = [issue for issue in errors(tree) if issue.kind in ("stale", "string key")]
+    assert {(issue.kind, issue.cell) for issue in found} == {("stale", "c5"), ("string key", "c5")}
+    stale = next(issue for issue in found if issue.kind == "stale")
+    assert "its comments or strings changed" in stale.message
+    assert "the {+attention+} weights {+would+} take" in stale.message  # the word diff
+
+
+def test_string_literals_are_translated_as_tokens_keeping_their_fields(tree) -> None:
+    _with_print_cell(tree, {'f"at {n} tokens the weights take {n * n} numbers"': ZH_PRINT})
+    assert build.main(["99_fixture"], paths=tree) == 0
+    assert zh_cells(tree)["c5"].source == PRINT.replace('f"at {n} tokens the weights take {n * n} numbers"', ZH_PRINT)
+    for bad, why in [
+        ('f"{n} 个词元时，权重共有 {n} 个数"', "must keep exactly its {…} fields"),  # a field changed
+        ('"{n} 个词元时，权重共有 {n * n} 个数"', "one literal of the same kind"),  # lost the f prefix
+        ('f"{n} 个词元" + str(n)', "one literal of the same kind"),  # code, not a literal
+    ]:
+        data = _with_print_cell(tree, {'f"at {n} tokens the weights take {n * n} numbers"': bad})
+        assert why in build.report(errors(tree)), (bad, data)
+    data = translation()
+    data["cells"]["c2"]["strings"] = {'"not in the cell"': '"不在单元格里"'}
+    write_translation(tree, data)
+    assert ("string key", "c2") in {(issue.kind, issue.cell) for issue in errors(tree)}
+
+
+def test_word_diff() -> None:
+    old = "one two three four five six seven eight nine ten eleven twelve"
+    new = "one two three four five six SEVEN eight nine ten eleven twelve"
+    assert build.word_diff(old, new) == "… three four five six [-seven-]{+SEVEN+} eight nine ten eleven …"
+    assert build.word_diff("a b", "a b c") == "a b {+c+}"

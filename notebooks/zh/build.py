@@ -14,11 +14,18 @@ Layout: ``notebooks/NN_name.ipynb`` (English, the source of truth) + ``notebooks
      "cells": {"<cell id>": {"en_sha": "<12 hex>", "zh": "<the whole markdown cell in Chinese>"},
                "<cell id>": {"en_sha": "<12 hex>", "comments": {"# English comment": "# 中文注释"}}}}
 
-``en_sha`` = the first 12 hex digits of sha256(the English cell's source, UTF-8): the English text the entry
-translates. Every markdown cell needs an entry; a code cell only for comments worth translating. The code is never
-changed: comments are replaced as tokenize's COMMENT tokens (never inside strings), and the build verifies that
-the code without comments is identical. Optional fields ``en`` (the current English, written by ``--skeleton``)
-and ``en_sha_new`` (its hash, on a stale entry) are help for translators and ignored by the build.
+``en_sha`` = the first 12 hex digits of sha256 (UTF-8) of the English text the entry translates: a markdown
+cell's source; for a code cell its *translatable text* (its comments and string literals, one token per line,
+``translatable_text``), so renaming a variable or editing code leaves the translation fresh and only a changed
+comment or string makes it stale (a hash of the whole code cell, the older form, is still accepted while it
+matches). Every markdown cell needs an entry; a code cell only for comments or printed strings worth translating.
+The code is never changed: comments are replaced as tokenize's COMMENT tokens (never inside strings), a string
+literal (``"strings"``: {"<the literal as written, quotes and prefix included>": "<the Chinese literal>"}) as one
+STRING token by one of the same kind (an f-string keeps exactly its ``{…}`` fields, in any order), and the
+build verifies that the code without comments and strings is identical. Optional fields: ``translated_from`` (the
+English text the translation was made from: ``--check`` shows a word diff when it goes stale; ``--skeleton``
+writes it), ``en`` (the current English, written by ``--skeleton``) and ``en_sha_new`` (its hash, on a stale
+entry), the last two help for translators and ignored by the build.
 
 ``--check`` fails (exit 1, a report per notebook) on: a markdown cell without translation, a stale ``en_sha``, a
 comment key the English cell no longer has, an empty comment translation, a translated comment that pushes its
@@ -39,6 +46,7 @@ import argparse
 import ast
 import copy
 import dataclasses
+import difflib
 import hashlib
 import io
 import json
@@ -62,12 +70,13 @@ ERROR_KINDS = (
     "stale",
     "comment key",
     "untranslated comment",
+    "string key",
     "long line",
     "orphan",
     "out of date",
     "outputs",
 )
-WARNING_KINDS = ("prose comment", "leftover help")
+WARNING_KINDS = ("prose comment", "leftover help", "old text")
 
 
 class BuildError(Exception):
@@ -161,6 +170,123 @@ def comment_spans(code: str) -> list[tuple[int, int, str]]:
 def strip_comments(code: str) -> str:
     """``code`` with every comment token removed (what must stay identical in the Chinese edition)."""
     for start, end, _ in reversed(comment_spans(code)):
+        code = code[:start] + code[end:]
+    return code
+
+
+def text_spans(code: str) -> list[tuple[int, int, str, int]]:
+    """``(start, end, text, token type)`` of every comment and string-literal token of ``code``, in order."""
+    starts = _offsets(code)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(_masked(code)).readline))
+    except (tokenize.TokenError, SyntaxError) as err:
+        raise BuildError(f"the code cannot be tokenized ({err})") from err
+    return [
+        (starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1], t.string, t.type)
+        for t in tokens
+        if t.type in (tokenize.COMMENT, tokenize.STRING)
+    ]
+
+
+def translatable_text(code: str) -> str:
+    """What a code cell's translation depends on: its comments and string literals, one token per line."""
+    return "\n".join(span[2] for span in text_spans(code))
+
+
+def code_sha(code: str) -> str:
+    """A code cell's ``en_sha``: the hash of its translatable text (code edits keep the translation fresh)."""
+    return en_sha(translatable_text(code))
+
+
+def is_fresh(entry: dict, cell) -> bool:
+    """``entry`` translates the English cell as it is now (for code also: the older whole-source hash)."""
+    text = source_of(cell)
+    if cell.cell_type == "code":
+        return entry["en_sha"] in (code_sha(text), en_sha(text))
+    return entry["en_sha"] == en_sha(text)
+
+
+def current_sha(cell) -> str:
+    return code_sha(source_of(cell)) if cell.cell_type == "code" else en_sha(source_of(cell))
+
+
+def current_text(cell) -> str:
+    """The English a translation of ``cell`` is made from (kept as ``translated_from``)."""
+    return translatable_text(source_of(cell)) if cell.cell_type == "code" else source_of(cell)
+
+
+def word_diff(old: str, new: str, context: int = 4, limit: int = 600) -> str:
+    """The changed words of ``old`` -> ``new``: ``… context [-removed-]{+added+} context …``."""
+    a, b = old.split(), new.split()
+    parts = []
+    opcodes = difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal":
+            words = a[i1:i2]
+            head = words[:context] if parts else []  # after a change: its right context
+            tail = words[-context:] if index + 1 < len(opcodes) else []  # before a change: its left context
+            if len(words) > len(head) + len(tail):
+                words = head + ["…"] + tail
+            parts.append(" ".join(words))
+        else:
+            removed = f"[-{' '.join(a[i1:i2])}-]" if i2 > i1 else ""
+            added = f"{{+{' '.join(b[j1:j2])}+}}" if j2 > j1 else ""
+            parts.append(removed + added)
+    text = " ".join(part for part in parts if part)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _literal(text: str) -> ast.expr | None:
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    return node if isinstance(node, ast.Constant | ast.JoinedStr) else None
+
+
+def _fields(node: ast.expr) -> list[str]:
+    """An f-string's ``{…}`` fields (expression, conversion, format spec), sorted: what a translation must keep."""
+    if isinstance(node, ast.Constant):
+        return []
+    return sorted(ast.dump(value) for value in node.values if isinstance(value, ast.FormattedValue))
+
+
+def check_string(english: str, chinese: str) -> None:
+    """A string translation is one literal of the same kind with the same f-string fields and line count."""
+    if not isinstance(chinese, str):
+        raise BuildError(f"the translation of {english!r} must be a string literal as written in code, got {chinese!r}")
+    old, new = _literal(english), _literal(chinese)
+    prefix = re.compile(r"^[A-Za-z]*")
+    if (
+        new is None
+        or type(old) is not type(new)
+        or prefix.match(english)[0].lower() != prefix.match(chinese)[0].lower()
+        or english.count("\n") != chinese.count("\n")
+        or (isinstance(new, ast.Constant) and type(new.value) is not type(old.value))
+    ):
+        raise BuildError(
+            f"the translation of the string {english!r} must be one literal of the same kind (same prefix, "
+            f"quotes and number of lines), got {chinese!r}"
+        )
+    if _fields(old) != _fields(new):
+        raise BuildError(f"the translation of {english!r} must keep exactly its {{…}} fields, got {chinese!r}")
+
+
+def translate_code(code: str, comments: dict[str, str], strings: dict[str, str]) -> str:
+    """Replace comments and string literals found in the maps; the code between them never changes."""
+    for english, chinese in strings.items():
+        check_string(english, chinese)
+    result = translate_comments(code, comments)
+    for start, end, text, kind in reversed(text_spans(result)):
+        if kind == tokenize.STRING and strings.get(text):
+            result = result[:start] + strings[text] + result[end:]
+    if _without_text(result) != _without_text(code):
+        raise BuildError("replacing strings changed the code itself (a translation that is not one string literal?)")
+    return result
+
+
+def _without_text(code: str) -> str:
+    for start, end, _, _ in reversed(text_spans(code)):
         code = code[:start] + code[end:]
     return code
 
@@ -314,8 +440,18 @@ def load_translation(path: Path, name: str) -> tuple[dict, list[Issue]]:
                 Issue("invalid", name, '"comments" maps English comment -> Chinese comment (strings)', cell_id)
             )
             continue
+        if "strings" in entry and not (
+            isinstance(entry["strings"], dict) and all(isinstance(v, str) for v in entry["strings"].values())
+        ):
+            issues.append(
+                Issue("invalid", name, '"strings" maps an English string literal -> a Chinese one (strings)', cell_id)
+            )
+            continue
         if "zh" in entry and not isinstance(entry["zh"], str):
             issues.append(Issue("invalid", name, '"zh" must be a string', cell_id))
+            continue
+        if "translated_from" in entry and not isinstance(entry["translated_from"], str):
+            issues.append(Issue("invalid", name, '"translated_from" must be a string (the English text)', cell_id))
             continue
         cells[cell_id] = entry
     return cells, issues
@@ -354,29 +490,35 @@ def build_notebook(name: str, paths: Paths, *, force: bool = False) -> tuple[nbf
         cell_id = cell.get("id")
         ids.add(cell_id)
         text = source_of(cell)
-        sha = en_sha(text)
         entry = entries.get(cell_id)
         if entry is not None:
             issues += _help_field_warnings(entry, name, cell_id)
+            if cell.cell_type in ("markdown", "code") and entry.get("en_sha") and not is_fresh(entry, cell):
+                issues.append(_stale(name, cell_id, entry, cell))
+            elif entry.get("translated_from", current_text(cell)) != current_text(cell):
+                issues.append(_old_text(name, cell_id))
         if cell.cell_type == "markdown":
             if entry is None or not entry.get("zh", "").strip():
                 issues.append(Issue("missing", name, "missing translation (markdown cell)", cell_id))
                 translated = text
             else:
-                if entry["en_sha"] != sha:
-                    issues.append(_stale(name, cell_id, entry["en_sha"], sha))
                 translated = entry["zh"]
             cell.source = rewrite_links(translated)
         elif cell.cell_type == "code":
             comments = dict(entry.get("comments", {})) if entry is not None else {}
-            if entry is not None and entry["en_sha"] != sha:
-                issues.append(_stale(name, cell_id, entry["en_sha"], sha))
+            strings = dict(entry.get("strings", {})) if entry is not None else {}
             if entry is not None and "zh" in entry:
-                issues.append(Issue("invalid", name, 'a code cell takes "comments", not "zh"', cell_id))
+                issues.append(Issue("invalid", name, 'a code cell takes "comments" and "strings", not "zh"', cell_id))
             try:
                 present = {span[2] for span in comment_spans(text)}
+                literals = {span[2] for span in text_spans(text) if span[3] == tokenize.STRING}
             except BuildError as err:
                 raise BuildError(f"{name}, cell {cell_id}: {err}") from err
+            for key in strings:
+                if key not in literals:
+                    issues.append(
+                        Issue("string key", name, f"string literal not found in the English cell: {key!r}", cell_id)
+                    )
             for key in comments:
                 if key not in present:
                     issues.append(
@@ -391,7 +533,11 @@ def build_notebook(name: str, paths: Paths, *, force: bool = False) -> tuple[nbf
                         Issue("prose comment", name, f"comment looks like untranslated English: {comment!r}", cell_id)
                     )
             try:
-                code = translate_comments(text, {k: v for k, v in comments.items() if k in present and v.strip()})
+                code = translate_code(
+                    text,
+                    {k: v for k, v in comments.items() if k in present and v.strip()},
+                    {k: v for k, v in strings.items() if k in literals and v.strip()},
+                )
                 for number, width in long_lines(text, code):
                     issues.append(
                         Issue(
@@ -426,12 +572,28 @@ def build_notebook(name: str, paths: Paths, *, force: bool = False) -> tuple[nbf
     return notebook, issues
 
 
-def _stale(name: str, cell_id: str, old: str, new: str) -> Issue:
+def _stale(name: str, cell_id: str, entry: dict, cell) -> Issue:
+    old, new = entry["en_sha"], current_sha(cell)
+    what = "its comments or strings" if cell.cell_type == "code" else "the English cell"
+    changed = (
+        f"; what changed: {word_diff(entry['translated_from'], current_text(cell))}"
+        if isinstance(entry.get("translated_from"), str)
+        else ""
+    )
     return Issue(
         "stale",
         name,
-        f"stale: the English cell changed since it was translated (en_sha {old}, now {new}); "
-        f'update the translation, then set "en_sha" to "{new}"',
+        f"stale: {what} changed since it was translated (en_sha {old}, now {new}){changed}; "
+        f'update the translation, then set "en_sha" to "{new}" (--skeleton then records the new English)',
+        cell_id,
+    )
+
+
+def _old_text(name: str, cell_id: str) -> Issue:
+    return Issue(
+        "old text",
+        name,
+        '"translated_from" is not the English this fresh entry translates: run --skeleton to record it',
         cell_id,
     )
 
@@ -580,10 +742,12 @@ def report(issues: list[Issue]) -> str:
 
 def skeleton(name: str, paths: Paths) -> Path:
     """Write/refresh ``translations/name.json``: an entry for every markdown cell and every code cell with
-    English prose in its comments. Good entries are kept as they are; a new entry gets the English text
-    under ``"en"`` and an empty translation; a stale one keeps its translation and ``en_sha`` and gets
-    ``"en"`` (the current English) and ``"en_sha_new"`` (the hash to set once the translation is updated).
-    Entries of cells that no longer exist, and comment keys no longer in their cell, are dropped (and listed).
+    English prose in its comments (or translated strings). A fresh entry keeps its translation and gets the
+    current hash form and ``translated_from`` (the English it translates, for a word diff when it goes stale);
+    a new entry gets the English text under ``"en"`` and an empty translation; a stale one keeps its
+    translation, ``en_sha`` and ``translated_from`` and gets ``"en"`` (the current English) and ``"en_sha_new"``
+    (the hash to set once the translation is updated). Entries of cells that no longer exist, and comment or
+    string keys no longer in their cell, are dropped (and listed).
     """
     english = read_notebook(paths.english_notebook(name))
     path = paths.translation(name)
@@ -592,41 +756,46 @@ def skeleton(name: str, paths: Paths) -> Path:
     todo, stale, dropped = 0, 0, []
     for cell in english.cells:
         cell_id, text = cell.get("id"), source_of(cell)
-        sha = en_sha(text)
+        sha, recorded = current_sha(cell), {"translated_from": current_text(cell)}
         entry = {k: v for k, v in old.get(cell_id, {}).items() if k not in HELP_FIELDS}
         if cell.cell_type == "markdown":
             if not entry.get("zh", "").strip():
                 cells[cell_id] = {"en_sha": sha, "en": text, "zh": ""}
                 todo += 1
-            elif entry.get("en_sha") == sha:
-                cells[cell_id] = entry
+            elif is_fresh(entry, cell):
+                cells[cell_id] = {**entry, "en_sha": sha, **recorded}
             else:
                 cells[cell_id] = {**entry, "en": text, "en_sha_new": sha}
                 stale += 1
         elif cell.cell_type == "code":
             spans = [span[2] for span in comment_spans(text)]
-            comments = {}
-            for key, value in entry.get("comments", {}).items():
-                if key in spans:
-                    comments[key] = value
-                else:
-                    dropped.append(f"cell {cell_id}: comment {key!r}")
+            literals = [span[2] for span in text_spans(text) if span[3] == tokenize.STRING]
+            comments, strings = {}, {}
+            for kind, found, kept in (("comment", spans, comments), ("string", literals, strings)):
+                for key, value in entry.get(f"{kind}s", {}).items():
+                    if key in found:
+                        kept[key] = value
+                    else:
+                        dropped.append(f"cell {cell_id}: {kind} {key!r}")
             for comment in spans:
                 if looks_like_prose(comment):
                     comments.setdefault(comment, "")
-            if not comments:
+            if not comments and not strings:
                 if entry:
-                    dropped.append(f"cell {cell_id}: the whole entry (no comment left to translate)")
+                    dropped.append(f"cell {cell_id}: the whole entry (no comment or string left to translate)")
                 continue
+            maps = {"comments": comments} if comments or "strings" not in entry else {}
+            maps |= {"strings": strings} if strings else {}
+            entry = {k: v for k, v in entry.items() if k not in ("comments", "strings")}
             if not entry:
-                cells[cell_id] = {"en_sha": sha, "en": text, "comments": comments}
+                cells[cell_id] = {"en_sha": sha, "en": text, **maps}
                 todo += 1
-            elif entry.get("en_sha") != sha:
-                cells[cell_id] = {**entry, "comments": comments, "en": text, "en_sha_new": sha}
+            elif not is_fresh(entry, cell):
+                cells[cell_id] = {**entry, **maps, "en": text, "en_sha_new": sha}
                 stale += 1
             else:
-                cells[cell_id] = {**entry, "comments": comments}
-                if not all(value.strip() for value in comments.values()):
+                cells[cell_id] = {**entry, "en_sha": sha, **maps, **recorded}
+                if not all(value.strip() for value in [*comments.values(), *strings.values()]):
                     cells[cell_id]["en"] = text
                     todo += 1
     ids = {cell.get("id") for cell in english.cells}
