@@ -488,3 +488,57 @@ def test_word_diff() -> None:
     new = "one two three four five six SEVEN eight nine ten eleven twelve"
     assert build.word_diff(old, new) == "… three four five six [-seven-]{+SEVEN+} eight nine ten eleven …"
     assert build.word_diff("a b", "a b c") == "a b {+c+}"
+
+
+# ----------------------------------------------------------------------------- stored widget state
+
+
+def _load_store_outputs():
+    spec = importlib.util.spec_from_file_location("store_outputs", REPO / "notebooks" / "store_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rerun_ids(notebook, seed: int):
+    """The notebook as another run stores it: the same widgets under new random model ids, in another order."""
+    import random
+
+    notebook = copy.deepcopy(notebook)
+    key = "application/vnd.jupyter.widget-state+json"
+    state = notebook.metadata["widgets"][key]["state"]
+    generator = random.Random(seed)
+    new = {old: f"{generator.getrandbits(128):032x}" for old in state}
+    text = json.dumps(notebook)
+    for old, fresh in new.items():
+        text = text.replace(old, fresh)
+    notebook = nbformat.from_dict(json.loads(text))
+    items = list(notebook.metadata["widgets"][key]["state"].items())
+    generator.shuffle(items)
+    notebook.metadata["widgets"][key]["state"] = dict(items)
+    return notebook
+
+
+def test_widget_state_is_normalised_so_a_rerun_stores_the_same_file() -> None:
+    store = _load_store_outputs()
+    stored = nbformat.read(REPO / "notebooks" / "zh" / "04_grouped_query_attention.ipynb", as_version=4)
+    state_of = lambda nb: nb.metadata["widgets"][store.WIDGET_STATE]["state"]  # noqa: E731
+    assert len(state_of(stored)) > 10  # the explorers' models are stored
+    first, second = _rerun_ids(stored, 1), _rerun_ids(stored, 2)
+    assert set(state_of(first)) != set(state_of(second))  # what two runs store without the step
+    for notebook in (first, second):
+        store.normalize_widget_state(notebook)
+    assert nbformat.writes(first) == nbformat.writes(second)
+    store.normalize_widget_state(first)  # idempotent
+    assert nbformat.writes(first) == nbformat.writes(second)
+    # every view an output shows, and every reference inside the state, names a stored model
+    state = state_of(first)
+    shown = [
+        output["data"][store.WIDGET_VIEW]["model_id"]
+        for cell in first.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if store.WIDGET_VIEW in output.get("data", {})
+    ]
+    assert shown and all(model_id in state for model_id in shown)
+    assert all(reference in state for reference in store.REFERENCE.findall(json.dumps(state)))
