@@ -58,6 +58,7 @@ from attn_core.linear_attention import GatedDeltaNet, LinearAttentionCache, gate
 
 # round 3 #24 sparse attention
 # isort: split
+from attn_core.compressed_attention import CompressedAttention, CompressedKVCache
 from attn_core.lightning_indexer import LightningIndexer
 from attn_core.sparse_attention import sparse_attention
 
@@ -66,6 +67,9 @@ from attn_core.sparse_attention import sparse_attention
 from attn_core.differential_attention import DifferentialAttention
 
 # round 3 #26 serving engine
+# isort: split
+from attn_core.serving import ServingEngine
+
 # round 3 #27 triton attention
 # isort: split
 from attn_core.kernels import triton_attention  # never imports triton (see kernels/__init__.py)
@@ -98,6 +102,7 @@ __all__ = [
     "get_language",
     "load_gemma3",
     # round 3 names (each issue adds its own below this line)
+    "ServingEngine",
     "DifferentialAttention",
     "rope_frequencies",
     "gated_delta_rule",
@@ -107,6 +112,8 @@ __all__ = [
     "triton_attention",
     "sparse_attention",
     "LightningIndexer",
+    "CompressedAttention",
+    "CompressedKVCache",
 ]
 
 __version__ = "0.1.0"
