@@ -1,0 +1,221 @@
+"""Chinese in the figures (issue #21): the shipped Noto Sans CJK SC subset covers every character the edition
+uses, ``ac.set_language("zh")`` makes matplotlib draw with it, and every figure of ``attn_core.viz`` shows real
+Chinese glyphs.
+
+Matplotlib draws a character no font of the family has as the font's ``.notdef`` glyph (an empty box) with, in
+``TextPath``, no warning at all. So these tests look at glyphs, not warnings: a character is covered when a font
+of the fallback family maps it in its ``cmap``, and a drawn label is proven by comparing its pixels with the
+``.notdef`` box (the method is checked too: with DejaVu Sans alone, a Chinese character IS that box).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from fontTools.ttLib import TTFont
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties, fontManager
+from matplotlib.text import Text
+from matplotlib.textpath import TextPath
+
+import attn_core as ac
+from attn_core import i18n
+from attn_core.viz import decoder_view, mla, paged, rope, tiles, training, widgets
+from attn_core.viz.textpaths import text_items
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("build_cjk_font_subset", ROOT / "tools" / "build_cjk_font_subset.py")
+subset_tool = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(subset_tool)
+
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+@pytest.fixture
+def zh():
+    ac.set_language("zh")
+    try:
+        yield
+    finally:
+        ac.set_language("en")
+
+
+def cmap_of(path) -> set[int]:
+    """Code points of a font file (a member of a collection where matplotlib found one, e.g. a system .ttc)."""
+    return set(TTFont(str(path), fontNumber=getattr(path, "face_index", 0)).getBestCmap())
+
+
+def family_cmaps() -> list[set[int]]:
+    """The code points of each font matplotlib falls back through for the current ``font.family``."""
+    return [cmap_of(found) for found in fontManager._find_fonts_by_props(FontProperties())]
+
+
+def uncovered(text: str, cmaps: list[set[int]]) -> set[str]:
+    return {c for c in text if not c.isspace() and not any(ord(c) in cmap for cmap in cmaps)}
+
+
+def rendered(text: str, size: float = 20) -> np.ndarray:
+    """Grey pixels of ``text`` drawn by Agg with the current family (a regular Text, as fig.suptitle draws)."""
+    fig = Figure(figsize=(2, 0.6), dpi=100)
+    fig.add_artist(Text(0.05, 0.3, text, fontsize=size))
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., 0].copy()  # (60, 200)
+
+
+# ----------------------------------------------------------------------------------------------- the font file
+def test_subset_covers_every_chinese_character_of_translations_and_catalogs() -> None:
+    needed = {c for c in subset_tool.needed_characters(ROOT) if subset_tool.is_cjk(c)}
+    assert len(needed) > 500  # the translations are there: a broken glob must not make this pass
+    missing = sorted(c for c in needed if ord(c) not in cmap_of(i18n.CJK_FONT_FILE))
+    assert not missing, f"{''.join(missing)} not in the font subset: run python tools/build_cjk_font_subset.py"
+    # and the other non-ASCII characters of the catalogs (θ, √, —, →) are in one of the two fonts, except emoji,
+    # which only verdicts print (never drawn in a figure)
+    catalogs = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "attn_core" / "i18n").glob("zh_viz*.py"))
+    ac.set_language("zh")
+    try:
+        left = uncovered({c for c in catalogs if ord(c) > 0x7F}, family_cmaps())
+    finally:
+        ac.set_language("en")
+    assert not {c for c in left if not 0x2600 <= ord(c) <= 0x27BF and ord(c) < 0x1F000}, left
+
+
+def test_the_subset_is_small_licensed_and_named() -> None:
+    assert i18n.CJK_FONT_FILE.stat().st_size <= subset_tool.MAX_BYTES
+    font = TTFont(str(i18n.CJK_FONT_FILE))
+    assert font["name"].getDebugName(1) == i18n.CJK_FONT_FAMILY == "Noto Sans CJK SC"
+    licence = (i18n.CJK_FONT_FILE.parent / "OFL.txt").read_text(encoding="utf-8")
+    assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Adobe" in licence
+    assert "Copyright" in font["name"].getDebugName(0) or "©" in font["name"].getDebugName(0)
+    assert "SimHei" not in licence and "mplfonts" not in licence
+
+
+def test_check_command_passes() -> None:
+    assert subset_tool.main(["--check"]) == 0
+
+
+# ----------------------------------------------------------------------------------------------- the switch
+def test_set_language_sets_and_restores_the_family() -> None:
+    before = list(matplotlib.rcParams["font.family"])
+    ac.set_language("zh")
+    try:
+        assert list(matplotlib.rcParams["font.family"]) == ["DejaVu Sans", "Noto Sans CJK SC"]
+        ac.set_language("zh")  # twice: still restores what was there before the first
+        found = [Path(f) for f in fontManager._find_fonts_by_props(FontProperties())]
+        assert found[0].name == "DejaVuSans.ttf" and found[1].name.startswith("NotoSansCJK")
+    finally:
+        ac.set_language("en")
+    assert list(matplotlib.rcParams["font.family"]) == before
+    with matplotlib.rc_context({"font.family": ["serif"]}):  # a learner's own choice survives a round trip
+        ac.set_language("zh")
+        ac.set_language("en")
+        assert list(matplotlib.rcParams["font.family"]) == ["serif"]
+
+
+@pytest.mark.filterwarnings("ignore:Glyph .* missing from font")  # Agg warns for the English boxes (TextPath not)
+def test_the_glyph_check_detects_boxes() -> None:
+    """The method: with the English family a Chinese character is silently drawn as a missing-glyph box (ink, no
+    error, no warning in TextPath) and the cmap check catches it; with the subset the glyph is a real one."""
+    chars = "注意力查询键"
+
+    def outline(text: str) -> np.ndarray:  # how attn_core.viz draws labels
+        return TextPath((0, 0), text, size=1, prop=FontProperties()).vertices
+
+    english_outlines = {char: outline(char) for char in chars}
+    assert all(len(v) for v in english_outlines.values())  # something was drawn: the box
+    assert uncovered(chars, family_cmaps()) == set(chars)  # ... and the check says so
+    english_pixels = {char: rendered(char) for char in chars}
+    ac.set_language("zh")
+    try:
+        assert uncovered(chars, family_cmaps()) == set()
+        for char in chars:
+            glyph = outline(char)
+            assert glyph.shape != english_outlines[char].shape or not np.allclose(glyph, english_outlines[char])
+            assert not np.array_equal(rendered(char), english_pixels[char]), char  # Agg's Text (titles) too
+    finally:
+        ac.set_language("en")
+
+
+def test_english_pixels_are_unchanged_by_a_round_trip() -> None:
+    """English figures look the same before and after the Chinese edition ran in the same kernel."""
+
+    def png() -> bytes:
+        buffer = io.BytesIO()
+        ac.plot_attention(torch.eye(3) * 0.5, titles=["head 0"]).savefig(buffer, format="png")
+        return buffer.getvalue()
+
+    before = png()
+    ac.set_language("zh")
+    chinese = png()
+    ac.set_language("en")
+    assert png() == before != chinese
+
+
+# ----------------------------------------------------------------------------------------------- every figure
+def drawn_texts(fig) -> list[str]:
+    """Every string a figure shows: the glyph-outline labels and any matplotlib Text (titles, axes, ticks)."""
+    found = [label.text for _, label, _ in text_items(fig)]
+    found += [t.get_text() for t in fig.findobj(Text) if t.get_text() and t.get_visible()]
+    return found
+
+
+def _training_history():
+    from test_viz_training import make_history
+
+    return make_history()
+
+
+FIGURES = {
+    "plot_attention": lambda: ac.plot_attention(torch.rand(2, 2, 4, 4), title="demo", num_kv_heads=1),
+    "plot_attention mask": lambda: ac.plot_attention(torch.tril(torch.ones(4, 4, dtype=torch.bool))),
+    "plot_attention extended": lambda: ac.plot_attention(torch.rand(3, 3) * 2 - 0.5, annotate=True),
+    "plot_attention hidden values": lambda: ac.plot_attention(torch.rand(12, 12), annotate=True, panel_size=1),
+    "explorer 01-05": lambda: widgets.render_attention(num_heads=4, num_kv_heads=2, head="all"),
+    "tiles": lambda: tiles.render_tiles(5, values=True),
+    "tiles no key": lambda: tiles.render_tiles(1, q_len=8, k_len=12, is_causal=True, row=0),
+    "rope": lambda: rope.render_rope(values=True),
+    "rope off edge": lambda: rope.render_rope(q_position=200, k_position=0),
+    "mla": lambda: mla.render_mla_cache(values=True),
+    "paged": lambda: paged.plot_block_tables(_paged(), title="demo"),
+    "training": lambda: training.render_training(_training_history(), step=12),
+    "training one head": lambda: training.render_training(_training_history(), step=12, head="L1 H0", values=True),
+    "decoder view": lambda: decoder_view.render_decoder_heads(
+        _decoder_maps(), list("abcdef"), 0, 1, "log", windows=[3]
+    ),  # fmt: skip
+}
+
+
+def _paged():
+    from test_viz_paged import filled_cache
+
+    return filled_cache()
+
+
+def _decoder_maps():
+    visible = decoder_view.visible_keys(6, 3)  # (6, 6)
+    scores = torch.randn(1, 2, 6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return scores.masked_fill(~visible, float("-inf")).softmax(-1)  # (1, 2, 6, 6)
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_every_figure_draws_chinese_with_real_glyphs(name, zh) -> None:
+    fig = FIGURES[name]()
+    texts = drawn_texts(fig)
+    chinese = [t for t in texts if CJK.search(t)]
+    assert chinese, f"{name}: no Chinese drawn; texts were {texts}"
+    cmaps = family_cmaps()
+    missing = {c for t in texts for c in uncovered(t, cmaps)}
+    assert not missing, f"{name}: {sorted(missing)} would be drawn as empty boxes"
+    # a whole English phrase left in the picture (a label the catalogs missed): 2+ English words in a row,
+    # other than code names the Chinese edition keeps (head_dim, block_size, <bos>)
+    english = [t for t in texts if re.search(r"\b[a-z]{3,} [a-z]{2,}\b", re.sub(r"head_dim|block_size", "", t))]
+    assert not english, f"{name}: English phrases in the Chinese figure: {english}"
+    FigureCanvasAgg(fig).draw()  # draws without error through the fallback family
