@@ -172,7 +172,7 @@ def test_identical_maps_cancel_to_the_lambda_weighted_rest():
         layer.k_proj.bias[8:] = layer.k_proj.bias[:8]
         layer.lambda_q1.fill_(math.sqrt(math.log(2 - layer.lambda_init) / 8))  # exp(λ_q1·λ_k1) = 2 − λ_init
         layer.lambda_k1.copy_(layer.lambda_q1)
-    assert float(layer.lambda_full()) == pytest.approx(1.0, abs=1e-12)
+    assert float(layer.lambda_full().detach()) == pytest.approx(1.0, abs=1e-12)
     out, weights = layer(randn(1, 4, 16, seed=5), is_causal=True)
     torch.testing.assert_close(weights[:, 0], weights[:, 1], **TOL64)
     torch.testing.assert_close(out, layer.o_proj.bias.expand(1, 4, 16), **TOL64)
