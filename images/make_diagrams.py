@@ -1,7 +1,9 @@
 """Regenerate the series' diagrams: ``python images/make_diagrams.py [OUT_DIR]``.
 
-Writes three PNGs (default: next to this script), with matplotlib alone, offline and
-byte-for-byte reproducible:
+Writes three PNGs (default: next to this script) and their Chinese copies in ``OUT_DIR/zh/`` (the
+Chinese edition embeds ``images/zh/NAME.png``), with matplotlib alone, offline and byte-for-byte
+reproducible. Every label goes through ``attn_core.i18n.translate`` (catalog: ``zh_viz_figures``), drawn
+in Chinese with the font subset ``ac.set_language("zh")`` registers:
 
 - ``sdpa_dataflow.png``        Q, K, V -> QKᵀ -> scale -> mask -> softmax -> dropout -> ·V
 - ``bug_map.png``              the same data flow with notebook 14's twelve bugs numbered where they strike
@@ -24,6 +26,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Circle, FancyBboxPatch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere in the repo
+from attn_core import i18n  # noqa: E402
+from attn_core.i18n import translate as tr  # noqa: E402
 from attn_core.viz.plotting import group_colors  # noqa: E402
 
 DPI = 110
@@ -47,9 +51,9 @@ def box(ax, x, y, width, height, title, shape="", fill=STEP, edge=EDGE, size=FON
         )
     )
     dy = 0.17 * height if shape else 0.0
-    ax.text(x, y + dy, title, ha="center", va="center", fontsize=size, weight="bold", color=ink)
+    ax.text(x, y + dy, tr(title), ha="center", va="center", fontsize=size, weight="bold", color=ink)
     if shape:
-        ax.text(x, y - 0.24 * height, shape, ha="center", va="center", fontsize=size * 0.8, color=INK)
+        ax.text(x, y - 0.24 * height, tr(shape), ha="center", va="center", fontsize=size * 0.8, color=INK)
 
 
 def arrow(ax, start, end, color=EDGE, width=2.0):
@@ -89,7 +93,9 @@ def dataflow(ax, y=2.3, notes=True) -> dict[str, tuple[float, float]]:
         box(ax, x, y, w, h, title, shape)
         where[name] = (x, y)
         if notes:
-            ax.text(x, y - h / 2 - 0.25, note, ha="center", va="top", fontsize=FONT * 0.78, color=NOTE, linespacing=1.3)
+            ax.text(
+                x, y - h / 2 - 0.25, tr(note), ha="center", va="top", fontsize=FONT * 0.78, color=NOTE, linespacing=1.3
+            )
     box(ax, xs[-1], y, w, h, "output", "Lq × dv", fill=OUTPUT)
     where["output"] = (xs[-1], y)
     for a, b in zip(xs, xs[1:], strict=False):
@@ -116,7 +122,7 @@ def sdpa_dataflow() -> Figure:
     ax.text(
         0.25,
         5.4,
-        "Scaled dot-product attention:  softmax(Q Kᵀ / √d_k) · V,  blocked keys excluded",
+        tr("Scaled dot-product attention:  softmax(Q Kᵀ / √d_k) · V,  blocked keys excluded"),
         ha="left",
         va="top",
         fontsize=FONT * 1.2,
@@ -155,14 +161,14 @@ def bug_map() -> Figure:
     for number, (name, (dx, dy), _) in enumerate(BUG_MAP, start=1):
         x, y = where[name]
         bug_marker(ax, x + dx, y + dy, number)
-    ax.text(0.25, 8.4, "Where the kernel bugs of notebook 14 strike", ha="left", va="top", fontsize=FONT * 1.2,
+    ax.text(0.25, 8.4, tr("Where the kernel bugs of notebook 14 strike"), ha="left", va="top", fontsize=FONT * 1.2,
             weight="bold", color=INK)  # fmt: skip
     ax.plot([0.25, 16.65], [2.75, 2.75], color="#cccccc", lw=1)
     for number, (_, _, text) in enumerate(BUG_MAP, start=1):
         column, row = divmod(number - 1, 4)
         x, y = 0.6 + column * 5.55, 2.3 - row * 0.55
         bug_marker(ax, x, y, number, radius=0.2)
-        ax.text(x + 0.35, y, text, ha="left", va="center", fontsize=FONT * 0.85, color=INK)
+        ax.text(x + 0.35, y, tr(text), ha="left", va="center", fontsize=FONT * 0.85, color=INK)
     return fig
 
 
@@ -175,7 +181,7 @@ def sharing_panel(ax, x0, title, num_kv_heads, caption, num_heads=8):
     kv_x = [sum(q_x[g * group : (g + 1) * group]) / group for g in range(num_kv_heads)]  # under their group
     kv_w = min(group * (q_w + gap) - gap, 1.7)
     centre = (q_x[0] + q_x[-1]) / 2
-    ax.text(centre, 4.65, title, ha="center", va="center", fontsize=FONT * 1.1, weight="bold", color=INK)
+    ax.text(centre, 4.65, tr(title), ha="center", va="center", fontsize=FONT * 1.1, weight="bold", color=INK)
     for head, x in enumerate(q_x):
         kv = head // group
         ax.plot([x, kv_x[kv]], [q_y - 0.3, kv_y + 0.35], color=colors[head], lw=2.2, solid_capstyle="round")
@@ -184,7 +190,7 @@ def sharing_panel(ax, x0, title, num_kv_heads, caption, num_heads=8):
         label = f"K/V {kv}" if kv_w > 1.0 else f"kv{kv}"
         color = colors[kv * group]
         box(ax, x, kv_y, kv_w, 0.7, label, fill=color, edge=color, size=FONT * 0.8, ink="white")
-    ax.text(centre, 0.7, caption, ha="center", va="center", fontsize=FONT, color=INK)
+    ax.text(centre, 0.7, tr(caption), ha="center", va="center", fontsize=FONT, color=INK)
     return centre
 
 
@@ -198,27 +204,35 @@ def sharing_diagram() -> Figure:
     ]
     for i, (title, num_kv_heads, caption) in enumerate(panels):
         sharing_panel(ax, 1.6 + i * 5.35, title, num_kv_heads, caption)
-    ax.text(0.2, 3.5, "query\nheads", ha="left", va="center", fontsize=FONT * 0.85, color=NOTE)
-    ax.text(0.2, 1.6, "K/V\nheads", ha="left", va="center", fontsize=FONT * 0.85, color=NOTE)
+    ax.text(0.2, 3.5, tr("query\nheads"), ha="left", va="center", fontsize=FONT * 0.85, color=NOTE)
+    ax.text(0.2, 1.6, tr("K/V\nheads"), ha="left", va="center", fontsize=FONT * 0.85, color=NOTE)
     return fig
 
 
 DIAGRAMS = {"sdpa_dataflow.png": sdpa_dataflow, "bug_map.png": bug_map, "mha_mqa_gqa_sharing.png": sharing_diagram}
 
 
-def main(out_dir: str | Path | None = None) -> list[Path]:
-    """Draw every diagram into ``out_dir`` (default: this script's folder); return the paths."""
-    out = Path(out_dir) if out_dir is not None else Path(__file__).resolve().parent
+def main(out_dir: str | Path | None = None, lang: str = "en") -> list[Path]:
+    """Draw every diagram in ``lang`` into ``out_dir`` (default: this script's folder, ``zh/`` under it for
+    Chinese); return the paths."""
+    out = Path(out_dir) if out_dir is not None else Path(__file__).resolve().parent / ("" if lang == "en" else lang)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, draw in DIAGRAMS.items():
-        path = out / name
-        # No "Software" stamp: the bytes depend only on this script and the fonts.
-        draw().savefig(path, dpi=DPI, facecolor="white", metadata={"Software": None})
-        paths.append(path)
+    before = i18n.get_language()
+    i18n.set_language(lang)  # "zh": the catalogs, and the CJK font as matplotlib's fallback family
+    try:
+        paths = []
+        for name, draw in DIAGRAMS.items():
+            path = out / name
+            # No "Software" stamp: the bytes depend only on this script and the fonts.
+            draw().savefig(path, dpi=DPI, facecolor="white", metadata={"Software": None})
+            paths.append(path)
+    finally:
+        i18n.set_language(before)
     return paths
 
 
 if __name__ == "__main__":
-    for written in main(sys.argv[1] if len(sys.argv) > 1 else None):
-        print(f"wrote {written}")
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else None
+    written = main(out_dir) + main(None if out_dir is None else Path(out_dir) / "zh", lang="zh")
+    for path in written:
+        print(f"wrote {path}")

@@ -1,10 +1,13 @@
-"""images/make_diagrams.py regenerates the committed diagrams: valid, reasonably sized PNGs."""
+"""images/make_diagrams.py regenerates the committed diagrams and their Chinese copies (images/zh/): valid PNGs."""
 
 import importlib.util
+import re
 import struct
 from pathlib import Path
 
 import pytest
+
+import attn_core as ac
 
 IMAGES = Path(__file__).resolve().parents[1] / "images"
 NAMES = ("sdpa_dataflow.png", "bug_map.png", "mha_mqa_gqa_sharing.png")
@@ -89,3 +92,47 @@ def test_bug_map_numbers_every_bug_of_the_bug_hunt_once():
                  "contiguous", "repeat_interleave", "broadcast", "top-left"]  # fmt: skip
     for fragment, key in zip(fragments, keys, strict=True):
         assert fragment in key
+
+
+# ----------------------------------------------------------------------------- the Chinese copies (issue #21)
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+# what stays as written in Chinese: symbols, shapes and code names (Q, Lq × Lk, softmax, q0, K/V 1, the numbers)
+KEPT = re.compile(r"(\$.*\$|[QKV]|Lq × Lk|L[qk] × d|L[qk] × dv|softmax|dropout|q\d|kv\d|K/V \d|\d+)")
+
+
+@pytest.fixture(scope="module")
+def generated_zh(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("diagrams_zh")
+    return out_dir, load_script().main(out_dir, lang="zh")
+
+
+def test_chinese_diagrams_are_written_deterministically_and_committed(generated_zh, tmp_path):
+    out_dir, paths = generated_zh
+    assert sorted(p.name for p in paths) == sorted(NAMES)
+    assert ac.get_language() == "en"  # main() puts the language back
+    load_script().main(tmp_path, lang="zh")
+    for name in NAMES:
+        check_png((out_dir / name).read_bytes())
+        assert (tmp_path / name).read_bytes() == (out_dir / name).read_bytes(), f"zh/{name} differs between runs"
+        assert (IMAGES / "zh" / name).is_file(), f"images/zh/{name} missing: run `python images/make_diagrams.py`"
+        assert (IMAGES / "zh" / name).read_bytes() != (IMAGES / name).read_bytes()
+
+
+@pytest.mark.parametrize("draw", ["sdpa_dataflow", "bug_map", "sharing_diagram"])
+def test_every_label_of_a_chinese_diagram_is_chinese_with_real_glyphs(draw):
+    from fontTools.ttLib import TTFont
+    from matplotlib.font_manager import FontProperties, fontManager
+
+    script = load_script()
+    ac.set_language("zh")
+    try:
+        texts = [t.get_text() for t in getattr(script, draw)().axes[0].texts if t.get_text()]
+        fonts = fontManager._find_fonts_by_props(FontProperties())
+        cmaps = [set(TTFont(str(f), fontNumber=f.face_index).getBestCmap()) for f in fonts]
+    finally:
+        ac.set_language("en")
+    english = [t for t in texts if not CJK.search(t) and not KEPT.fullmatch(t)]
+    assert not english, f"{draw}: labels left in English (add them to attn_core/i18n/zh_viz_figures.py): {english}"
+    boxes = {c for t in texts for c in t if not c.isspace() and not any(ord(c) in cmap for cmap in cmaps)}
+    boxes -= set(" $\\{}^_")  # mathtext source, drawn by mathtext's own fonts
+    assert not boxes, f"{draw}: {sorted(boxes)} would be drawn as empty boxes"

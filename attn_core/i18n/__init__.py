@@ -74,10 +74,20 @@ def set_language(lang: str) -> None:
     _set_figure_font(lang)
 
 
+def _only_regular_cjk(record) -> bool:
+    """Drop matplotlib's "Failed to find font weight bold for Noto Sans CJK SC" (the subset ships one weight on
+    purpose: bold Chinese is drawn regular); every other font message passes."""
+    return not (record.msg.startswith("findfont: Failed to find font weight") and CJK_FONT_FAMILY in record.args)
+
+
 @functools.cache
 def _register_cjk_font() -> None:
     """Add the shipped subset to matplotlib's font list (once per process; ~3 ms)."""
+    import logging
+
     from matplotlib import font_manager
+
+    logging.getLogger(font_manager.__name__).addFilter(_only_regular_cjk)
 
     if not CJK_FONT_FILE.is_file():
         raise FileNotFoundError(

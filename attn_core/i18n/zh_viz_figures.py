@@ -147,4 +147,43 @@ CATALOG = [
             "score": "得分",
         }
     ),
+    # images/make_diagrams.py: the Chinese copies in images/zh/
+    *exact(
+        {
+            # sdpa_dataflow.png (and the data flow of bug_map.png)
+            "Scaled dot-product attention:  softmax(Q Kᵀ / √d_k) · V,  blocked keys excluded": (
+                "缩放点积注意力：softmax(Q Kᵀ / √d_k) · V，被屏蔽的键不参与"
+            ),
+            "scores:\nquery · key\nfor every pair": "分数：\n每一对\n查询 · 键",
+            "keeps scores\n~unit variance\nas d_k grows": "d_k 增大时\n分数的方差\n仍约为 1",
+            "bool, True =\nmay attend;\nblocked → excluded": "布尔值，True =\n可关注；\n被屏蔽 → 排除",
+            "each row\nsums to 1": "每一行\n之和为 1",
+            "training only;\nidentity in eval": "只在训练时；\n评估时为恒等",
+            "weighted sum\nof value rows": "值向量各行的\n加权和",
+            "over keys": "沿键的维度",
+            "output": "输出",
+            "bool mask": "布尔掩码",
+            # bug_map.png: notebook 14's bugs, in order
+            "Where the kernel bugs of notebook 14 strike": "notebook 14 的内核 bug 出在哪里",
+            "scaled by √d_model, not √d_k (the head size)": "除以 √d_model，而不是 √d_k（头的维度）",
+            "V computed with k_proj (copy-paste)": "V 用 k_proj 计算（复制粘贴）",
+            "flipped mask: True read as blocked": "掩码取反：把 True 当成屏蔽",
+            "-inf fill: fully masked rows → NaN": "用 -inf 填充：整行被屏蔽 → NaN",
+            "softmax over queries (dim=-2), not keys": "softmax 沿查询（dim=-2），而不是沿键",
+            "mask applied after the softmax": "在 softmax 之后才加掩码",
+            "dropout before the softmax": "dropout 放在 softmax 之前",
+            "dropout still on in eval()": "eval() 时 dropout 仍然开着",
+            "head merge: view without contiguous()": "合并头：view 之前没有 contiguous()",
+            "GQA: repeat, not repeat_interleave, for K/V": "GQA：K/V 用了 repeat，而不是 repeat_interleave",
+            "per-sequence mask not broadcast over heads": "逐序列的掩码没有在头上广播",
+            "decode step: causal mask aligned top-left": "解码步：因果掩码按左上角对齐",
+            # mha_mqa_gqa_sharing.png
+            "KV cache: 1× (baseline)": "KV 缓存：1×（基线）",
+            "KV cache: 1/4× of MHA\nquery head h reads kv h // 4": "KV 缓存：MHA 的 1/4×\n查询头 h 读取 KV 头 h // 4",
+            "KV cache: 1/8× of MHA": "KV 缓存：MHA 的 1/8×",
+            "query\nheads": "查询\n头",
+            "K/V\nheads": "KV\n头",
+        }
+    ),
+    (r"(?P<kind>MHA|GQA|MQA): (?P<n>\d+) K/V heads?", "{kind}：{n} 个 KV 头"),
 ]
