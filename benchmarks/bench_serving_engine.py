@@ -1,0 +1,159 @@
+"""The serving engine vs one request at a time vs static batching on Gemma 3 270M (float32, CPU), one workload.
+
+Workload: 10 requests of mixed lengths (prompts of 6 to ~60 tokens, 4 to 24 new tokens); six of them start with
+the same 36-token system prompt, so prefix caching has something to find. Three ways to serve it, tokens checked
+against one-at-a-time greedy ``lm.generate`` (the oracle):
+
+- **one at a time**: ``lm.generate(prompt, n)`` per request, in arrival order;
+- **static batching**: batches of ``max_num_seqs`` requests in arrival order, each one left-padded
+  ``lm.generate`` call that runs until its longest request is done (shorter ones keep their seats, padding);
+- **engine**: ``ac.ServingEngine`` (continuous batching, chunked prefill, prefix caching), all requests added
+  at once.
+
+Throughput = new tokens / wall seconds, median of ``--rounds`` round-robin rounds (all three timed in the same
+rounds). Also, from one engine run each: TTFT and TPOT (in steps and seconds) as the token budget changes, and
+the prefix-cache hit tokens / computed tokens with prefix caching on and off; the engine's step timeline.
+
+Run: ``python benchmarks/bench_serving_engine.py [--threads 1] [--rounds 3]`` (a few minutes on a loaded
+2-core machine); writes ``images/serving_engine.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import attn_core as ac
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEM = "You are a helpful assistant for a lighthouse museum. Answer briefly and politely, in plain English. "
+
+
+def workload(lm) -> list[tuple[list[int], int]]:
+    """(prompt ids, max_new_tokens) for 10 requests: six share SYSTEM, four stand alone."""
+    questions = [
+        ("When does the museum open?", 8),
+        ("How tall is the lighthouse, and how many steps lead to the lamp room at the top?", 24),
+        ("Can I bring a dog?", 4),
+        ("Is there a cafe?", 16),
+        ("Who was the last keeper and how long did he live in the tower before it was automated?", 12),
+        ("Do you sell tickets online?", 20),
+    ]
+    shared = [(lm.encode(SYSTEM + "Question: " + q + "\nAnswer:"), n) for q, n in questions]
+    alone = [
+        (lm.encode("The capital of France is"), 6),
+        (lm.encode("def fibonacci(n):\n    "), 24),
+        (lm.encode("Once upon a time, in a village by the sea, there lived an old keeper who"), 10),
+        (lm.encode("1, 2, 3, 4,"), 14),
+    ]
+    order = [0, 6, 1, 7, 2, 3, 8, 4, 9, 5]  # interleave: mixed lengths arrive mixed
+    return [(shared + alone)[i] for i in order]
+
+
+def one_at_a_time(lm, requests) -> list[list[int]]:
+    return [lm.generate(torch.tensor([p]), n)[0, len(p) :].tolist() for p, n in requests]
+
+
+def static_batching(lm, requests, batch_size: int) -> list[list[int]]:
+    outputs = []
+    for begin in range(0, len(requests), batch_size):
+        batch = requests[begin : begin + batch_size]
+        width, longest = max(len(p) for p, _ in batch), max(n for _, n in batch)
+        ids = torch.tensor([[0] * (width - len(p)) + p for p, _ in batch])  # (B, width), left-padded
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in batch])  # (B, width)
+        out = lm.generate(ids, longest, mask)  # (B, width + longest): every row runs as long as the longest
+        outputs += [out[row, width : width + n].tolist() for row, (_, n) in enumerate(batch)]
+    return outputs
+
+
+def serve(lm, requests, **engine_kwargs) -> tuple[list[list[int]], ac.ServingEngine]:
+    engine = ac.ServingEngine(lm, **engine_kwargs)
+    rids = [engine.add_request(p, n) for p, n in requests]
+    results = engine.run()
+    return [results[rid] for rid in rids], engine
+
+
+def per_request(engine) -> list[dict]:
+    return [engine.stats(rid) for rid in engine.requests]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    lm = ac.load_gemma3(dtype=torch.float32)
+    requests = workload(lm)
+    new_tokens = sum(n for _, n in requests)
+    expected = one_at_a_time(lm, requests)
+    engine_kwargs = {"block_size": 16, "num_blocks": 256, "max_num_seqs": 8, "max_num_batched_tokens": 256}
+    ways = {
+        "one at a time": lambda: one_at_a_time(lm, requests),
+        "static batching": lambda: static_batching(lm, requests, engine_kwargs["max_num_seqs"]),
+        "engine": lambda: serve(lm, requests, **engine_kwargs)[0],
+    }
+    identical = {name: fn() == expected for name, fn in ways.items()}  # also the warm-up
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(args.rounds):
+        for name, fn in ways.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    seconds = {name: statistics.median(t) for name, t in times.items()}
+    _, engine = serve(lm, requests, **engine_kwargs)
+    budgets = {}
+    for budget in (16, 64, 256):
+        outputs, run = serve(lm, requests, **{**engine_kwargs, "max_num_batched_tokens": budget})
+        stats = per_request(run)
+        budgets[budget] = {
+            "identical": outputs == expected,
+            "steps": run.stats()["steps"],
+            "mean_ttft_steps": statistics.mean(s["ttft_steps"] for s in stats),
+            "mean_tpot_steps": statistics.mean(s["tpot_steps"] for s in stats if s["tpot_steps"] is not None),
+            "mean_ttft_s": statistics.mean(s["ttft_s"] for s in stats),
+            "mean_tpot_s": statistics.mean(s["tpot_s"] for s in stats if s["tpot_s"] is not None),
+        }
+    prefix = {}
+    for on in (True, False):
+        outputs, run = serve(lm, requests, **{**engine_kwargs, "prefix_caching": on})
+        prompt_tokens = sum(len(p) for p, _ in requests)
+        prefix["on" if on else "off"] = {
+            "identical": outputs == expected,
+            "prefix_hit_tokens": run.stats()["prefix_hit_tokens"],
+            "computed_tokens": run.stats()["computed_tokens"],
+            "prompt_tokens": prompt_tokens,
+            "hit_rate": run.stats()["prefix_hit_tokens"] / prompt_tokens,
+        }
+    result = {
+        "model": "Gemma 3 270M (float32)",
+        "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} thread(s)",
+        "note": "wall time on a shared 2-core machine (other jobs running): ratios are the steadier numbers",
+        "engine_kwargs": engine_kwargs,
+        "requests": [{"prompt_tokens": len(p), "max_new_tokens": n} for p, n in requests],
+        "new_tokens": new_tokens,
+        "rounds": args.rounds,
+        "seconds": seconds,
+        "tokens_per_s": {name: new_tokens / s for name, s in seconds.items()},
+        "identical_tokens": identical,
+        "engine_stats": engine.stats(),
+        "engine_requests": per_request(engine),
+        "timeline": engine.timeline,
+        "budgets": budgets,
+        "prefix_caching": prefix,
+    }
+    out = ROOT / "images" / "serving_engine.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(
+        json.dumps({k: result[k] for k in ("tokens_per_s", "identical_tokens", "budgets", "prefix_caching")}, indent=1)
+    )
+
+
+if __name__ == "__main__":
+    main()
