@@ -46,6 +46,10 @@ from attn_core.tiled import TiledAttentionCompileWarning, tiled_attention
 from attn_core.viz.plotting import plot_attention
 
 # round 3 (one line per issue; each issue's helper fills its own)
+# round 3 #21 Chinese figures: localize_figure (a notebook's own figure through the catalogs)
+# isort: split
+from attn_core.viz.localize import localize_figure
+
 # round 3 #22 long context: rope_frequencies
 # isort: split
 from attn_core.rope import rope_frequencies
@@ -102,6 +106,7 @@ __all__ = [
     "get_language",
     "load_gemma3",
     # round 3 names (each issue adds its own below this line)
+    "localize_figure",
     "ServingEngine",
     "DifferentialAttention",
     "rope_frequencies",

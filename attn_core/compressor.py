@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from attn_core.latent_attention import RMSNorm
+from attn_core.lightning_indexer import top_k_picks
 from attn_core.rope import apply_rope
 
 __all__ = ["Compressor", "CompressedIndexer", "PoolState", "rope_last"]
@@ -150,5 +151,4 @@ class CompressedIndexer(Compressor):
         scores = torch.einsum("bqh,bhqt->bqt", head_weights, per_head) / math.sqrt(self.head_dim)  # (B, Lq, T)
         ready = torch.arange(entries.shape[1], device=x.device) < ((positions + 1) // self.compress_rate)[:, None]
         scores = scores.masked_fill(~ready, -math.inf)  # (B, Lq, T): an open window's entry does not exist yet
-        best, indices = scores.topk(min(self.topk, scores.shape[-1]), dim=-1)  # (B, Lq, k)
-        return indices.masked_fill(best == -math.inf, -1)  # (B, Lq, k)
+        return top_k_picks(scores, self.topk)  # (B, Lq, k), -1 = nothing to pick; ties in entry order

@@ -29,7 +29,7 @@ from attn_core.attention import check_flag
 from attn_core.masks import causal_mask, check_mask
 from attn_core.rope import _as_token_positions, _check_base, apply_rope
 
-__all__ = ["LightningIndexer", "make_indexer", "scatter_weights", "visible_keys"]
+__all__ = ["LightningIndexer", "make_indexer", "scatter_weights", "top_k_picks", "visible_keys"]
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -117,9 +117,7 @@ class LightningIndexer(nn.Module):
         head_weights = self.weights_proj(x) / math.sqrt(self.num_heads)  # (B, Lq, H): no softmax
         scores = torch.einsum("bqh,bhqk->bqk", head_weights, per_head) / math.sqrt(self.head_dim)  # (B, Lq, Lk)
         scores = scores.masked_fill(~visible, -math.inf)  # (B, Lq, Lk)
-        best, indices = scores.topk(min(self.topk, scores.shape[-1]), dim=-1)  # (B, Lq, k) each, best first
-        indices = indices.masked_fill(best == -math.inf, -1)  # (B, Lq, k): a hidden key is no pick
-        return indices, scores
+        return top_k_picks(scores, self.topk), scores  # (B, Lq, k) int64, (B, Lq, Lk)
 
     def forward(
         self,
@@ -168,6 +166,17 @@ class LightningIndexer(nn.Module):
         picked = torch.zeros(batch, q_len, k_len + 1, dtype=torch.bool, device=x.device)  # (B, Lq, Lk + 1)
         picked.scatter_(-1, torch.where(indices < 0, k_len, indices), True)  # slot Lk takes the empty picks
         return indices, picked[..., :k_len].unsqueeze(1)  # (B, Lq, k), (B, 1, Lq, Lk)
+
+
+def top_k_picks(scores: torch.Tensor, topk: int) -> torch.Tensor:
+    """The ``min(topk, Lk)`` best keys of each row of ``scores (..., Lk)``, best first, ``-1`` for a hidden
+    (``-inf``) key. ``torch.topk``, as Hugging Face and DeepSeek: so the picks are theirs. Among EQUAL scores
+    its choice is implementation-defined and depends on the row's length (a decode step's row is shorter than
+    the full pass's), and ReLU scores do tie (0 when no head fires for two keys): a tie across the k-th place
+    can then pick differently in decoding than in one pass, in Hugging Face as here. With many heads (64 in
+    V3.2 and V4) such ties practically never happen."""
+    best, indices = scores.topk(min(topk, scores.shape[-1]), dim=-1)  # (..., k) each, best first
+    return indices.masked_fill(best == -math.inf, -1)  # (..., k): a hidden key is no pick
 
 
 def visible_keys(mask, is_causal: bool, weights_shape: tuple[int, int, int, int], device) -> torch.Tensor:
