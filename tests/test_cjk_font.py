@@ -219,3 +219,48 @@ def test_every_figure_draws_chinese_with_real_glyphs(name, zh) -> None:
     english = [t for t in texts if re.search(r"\b[a-z]{3,} [a-z]{2,}\b", re.sub(r"head_dim|block_size", "", t))]
     assert not english, f"{name}: English phrases in the Chinese figure: {english}"
     FigureCanvasAgg(fig).draw()  # draws without error through the fallback family
+
+
+# ----------------------------------------------------------------------------------------------- a notebook's figure
+def notebook_figure() -> Figure:
+    """A figure as a notebook draws it itself: title, axis names, legend, a note, a suptitle, numbers."""
+    fig = Figure(figsize=(4, 3), dpi=80)
+    ax = fig.add_subplot()
+    ax.plot([1, 2], [1, 2], label="average over random q")
+    ax.plot([1, 2], [2, 1], label="GQA")  # a name: no entry, stays
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel("score (cosine)")
+    ax.set_title("layer 3 (global)")
+    ax.text(1.5, 1.5, "0.25")
+    ax.legend()
+    fig.suptitle("key block")
+    return fig
+
+
+def test_localize_figure_translates_a_notebooks_own_figure(zh) -> None:
+    fig = ac.localize_figure(notebook_figure())
+    ax = fig.axes[0]
+    assert ax.get_title() == "第 3 层（全局）"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("上下文长度（词元）", "得分（余弦）")
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["随机 q 上的平均", "GQA"]
+    assert fig.get_suptitle() == "键块" and ax.texts[0].get_text() == "0.25"
+    assert ac.localize_figure(fig) is fig and ax.get_title() == "第 3 层（全局）"  # twice: unchanged
+    assert not uncovered("".join(drawn_texts(fig)), family_cmaps())
+    FigureCanvasAgg(fig).draw()
+
+
+def test_localize_figure_leaves_english_alone() -> None:
+    def png(fig) -> bytes:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+    assert png(ac.localize_figure(notebook_figure())) == png(notebook_figure())
+
+
+def test_localize_figure_refuses_what_is_not_a_figure() -> None:
+    fig = notebook_figure()
+    with pytest.raises(TypeError, match=r"got Axes \(an Axes: pass ax.figure\)"):
+        ac.localize_figure(fig.axes[0])
+    with pytest.raises(TypeError, match="takes a matplotlib Figure, got str"):
+        ac.localize_figure("figure")
