@@ -15,6 +15,9 @@ _END = rf"for tile=(?P<t>\d+), block_size=(?P<b>\d+), q_len=(?P<lq>\d+), k_len=(
 _END_ZH = "tile={t}、block_size={b}、q_len={lq}、k_len={lk} 时，你返回了 {v}"
 _HEAD = rf"for head=(?P<h>\d+), num_heads=(?P<hq>\d+), num_kv_heads=(?P<hkv>\d+) you returned (?P<v>{_INT})"
 _HEAD_ZH = "head={h}、num_heads={hq}、num_kv_heads={hkv} 时，你返回了 {v}"
+_N = r"-?\d+"
+_VISITS = r"(?P<full>\d+) without a mask, (?P<masked>\d+) crossed by the diagonal; (?P<skipped>\d+) skipped\."
+_VISITS_ZH = "{full} 个不需要掩码，{masked} 个被对角线穿过；跳过 {skipped} 个。"
 
 CATALOG = [
     # the names of the three checks (the start of every verdict line)
@@ -123,5 +126,34 @@ CATALOG = [
             ),
             "the sign is flipped: Δ = rowsum(dO ∘ O) − dlse.": "符号反了：Δ = rowsum(dO ∘ O) − dlse。",
         }
+    ),
+    # ---- the kernel-schedule explorer of notebook 12b (attn_core/kernels/schedule.py): labels, titles, lines
+    *exact(
+        {
+            "key tile": "键分块",
+            "query tile": "查询分块",
+            "forward / dQ kernel: one program per query tile": "前向 / dQ 内核：每个查询分块一个程序",
+            "dK/dV kernel: one program per key tile": "dK/dV 内核：每个键分块一个程序",
+            "kernel": "内核",
+            "program": "程序",
+            "block": "分块大小",
+        }
+    ),
+    (
+        rf"program (?P<p>\d+) \(queries (?P<a>\d+)–(?P<b>\d+)\) visits key tiles 0–(?P<e>\d+): {_VISITS}",
+        "程序 {p}（查询 {a}–{b}）访问键分块 0–{e}：" + _VISITS_ZH,
+    ),
+    (
+        r"program (?P<p>\d+) \(queries (?P<a>\d+)–(?P<b>\d+)\) sees no key: it writes zeros and lse = −inf\.",
+        "程序 {p}（查询 {a}–{b}）一个键也看不到：它写入 0，lse = −inf。",
+    ),
+    (
+        rf"program (?P<p>\d+) \(keys (?P<a>\d+)–(?P<b>\d+)\) visits query tiles (?P<s>\d+)–(?P<e>\d+): {_VISITS}",
+        "程序 {p}（键 {a}–{b}）访问查询分块 {s}–{e}：" + _VISITS_ZH,
+    ),
+    (
+        rf"program (?P<p>{_N}) does not exist: the (?P<k>forward|dK/dV) kernel has (?P<n>\d+) programs per head "
+        r"\(0\.\.(?P<last>-?\d+)\) for these lengths\.",
+        "程序 {p} 不存在：在这些长度下，{k} 内核每个头只有 {n} 个程序（0..{last}）。",
     ),
 ]
