@@ -167,3 +167,16 @@ def test_bad_task_and_training_arguments():
         train_lm("model", tiny_lm.repeated_sequence_batch, steps=1)
     with pytest.raises(ValueError, match="disagree"):
         tiny_lm.lm_loss(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_associative_recall_with_bos_prefix():
+    inputs, targets = tiny_lm.associative_recall_batch(
+        3, torch.Generator().manual_seed(0), num_pairs=4, num_queries=2, vocab_size=20, bos=20
+    )
+    plain_inputs, plain_targets = tiny_lm.associative_recall_batch(
+        3, torch.Generator().manual_seed(0), num_pairs=4, num_queries=2, vocab_size=20
+    )
+    assert inputs.shape == (3, 12) and (inputs[:, 0] == 20).all() and (targets[:, 0] == IGNORE).all()
+    assert torch.equal(inputs[:, 1:], plain_inputs) and torch.equal(targets[:, 1:], plain_targets)
+    with pytest.raises(ValueError, match="bos must be None or a token id >= vocab_size"):
+        tiny_lm.associative_recall_batch(2, torch.Generator(), vocab_size=20, bos=3)

@@ -218,7 +218,13 @@ def train_lm(
 
 
 def associative_recall_batch(
-    batch_size: int, generator: torch.Generator, *, num_pairs: int = 8, num_queries: int = 4, vocab_size: int = 64
+    batch_size: int,
+    generator: torch.Generator,
+    *,
+    num_pairs: int = 8,
+    num_queries: int = 4,
+    vocab_size: int = 64,
+    bos: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Multi-query associative recall (Arora et al. 2023, Zoology's MQAR), one batch.
 
@@ -226,7 +232,14 @@ def associative_recall_batch(
     vocabulary, values from the upper half), then ``num_queries`` of those keys, each followed by its value.
     Scored targets: the value after each queried key (``IGNORE`` elsewhere). Returns ``inputs (B, L)`` and
     ``targets (B, L)`` with ``L = 2·(num_pairs + num_queries) - 1`` (inputs drop the last token, targets the first).
+    ``bos``: a token id put first in every row (one more position, never a target), as a real model's ``<bos>``:
+    a fixed key that carries no information, where attention sinks form. It lies outside the task's tokens
+    (``bos >= vocab_size``; give the model ``vocab_size + 1`` embeddings for ``bos = vocab_size``).
     """
+    if bos is not None and (isinstance(bos, bool) or not isinstance(bos, int) or bos < vocab_size):
+        raise ValueError(
+            f"bos must be None or a token id >= vocab_size ({vocab_size}), outside the keys and values, got {bos!r}."
+        )
     half = vocab_size // 2
     if num_pairs > half or num_queries > num_pairs or min(num_pairs, num_queries) < 1:
         raise ValueError(
@@ -241,6 +254,9 @@ def associative_recall_batch(
     sequence = torch.cat([context, queries], dim=1)  # (B, 2P + 2Q)
     targets = torch.full_like(sequence, IGNORE)  # (B, 2P + 2Q)
     targets[:, 2 * num_pairs + 1 :: 2] = sequence[:, 2 * num_pairs + 1 :: 2]  # the queried values
+    if bos is not None:
+        sequence = torch.cat([torch.full((batch_size, 1), bos), sequence], dim=1)  # (B, 1 + 2P + 2Q)
+        targets = torch.cat([torch.full((batch_size, 1), IGNORE), targets], dim=1)  # (B, 1 + 2P + 2Q)
     return sequence[:, :-1], targets[:, 1:]  # (B, L), (B, L)
 
 
