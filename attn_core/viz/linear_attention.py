@@ -1,0 +1,192 @@
+"""Figures and the chunk-size explorer of notebook 12d (linear attention → Gated DeltaNet).
+
+- ``render_chunks(length, chunk_size, gate)``: the decay matrix exp(G_i − G_j) (fixed 0–1 scale) with the chunk grid
+  drawn on it: blocks on the diagonal are computed inside a chunk (matmuls and one triangular solve), everything below
+  them reaches a token only through the carried state. Beside it, the sequential steps each form needs.
+- ``explain_chunks``: the explanation line, with the measured max |chunked − recurrent| on toy inputs.
+- ``chunk_explorer()``: sliders for the sequence length, the chunk size and the gate strength.
+- ``plot_capacity``, ``plot_state_vs_kv``, ``plot_recall``: the notebook's measurements.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from attn_core.i18n import localize
+from attn_core.linear_attention import gated_delta_rule
+from attn_core.viz.widgets import _STYLE, DEFAULTS, Explorer, merge_params
+
+__all__ = [
+    "CHUNK_DEFAULTS",
+    "demo_decay",
+    "render_chunks",
+    "explain_chunks",
+    "chunk_explorer",
+    "plot_capacity",
+    "plot_state_vs_kv",
+    "plot_recall",
+]
+
+CHUNK_DEFAULTS = dict(length=24, chunk_size=8, gate=0.1, seed=0, **{k: DEFAULTS[k] for k in Explorer.DISPLAY})
+DPI = 110
+
+
+def _chunk_params(overrides: dict) -> dict:
+    params = merge_params(CHUNK_DEFAULTS, overrides, "chunk explorer")
+    for name, low in (("length", 1), ("chunk_size", 1)):
+        value = params[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    if not 0 <= float(params["gate"]) <= 50:
+        raise ValueError(f"gate must be in [0, 50] (the mean decay -g per token), got {params['gate']!r}.")
+    return params
+
+
+def demo_decay(length: int, gate: float, seed: int = 0) -> torch.Tensor:
+    """Seeded toy log decays g (1, 1, L) with mean −gate per token."""
+    generator = torch.Generator().manual_seed(seed)
+    return -gate * 2 * torch.rand(1, 1, length, generator=generator, dtype=torch.float64)  # (1, 1, L)
+
+
+def _difference(length: int, chunk_size: int, g: torch.Tensor, seed: int) -> float:
+    """max |chunked − recurrent| of the gated delta rule on seeded toy inputs (float64)."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    q = torch.randn(1, 1, length, 8, generator=generator, dtype=torch.float64)  # (1, 1, L, Dk)
+    k = torch.nn.functional.normalize(torch.randn(1, 1, length, 8, generator=generator, dtype=torch.float64), dim=-1)
+    v = torch.randn(1, 1, length, 4, generator=generator, dtype=torch.float64)  # (1, 1, L, Dv)
+    beta = torch.rand(1, 1, length, generator=generator, dtype=torch.float64)  # (1, 1, L)
+    recurrent, _ = gated_delta_rule(q, k, v, g, beta)  # (1, 1, L, Dv)
+    chunked, _ = gated_delta_rule(q, k, v, g, beta, chunk_size=chunk_size)  # (1, 1, L, Dv)
+    return float((recurrent - chunked).abs().max())
+
+
+def render_chunks(**overrides) -> Figure:
+    p = _chunk_params(overrides)
+    length, size = p["length"], p["chunk_size"]
+    g = demo_decay(length, p["gate"], p["seed"])  # (1, 1, L)
+    cum = g[0, 0].cumsum(-1)  # (L,)
+    future = torch.ones(length, length, dtype=torch.bool).triu(1)  # (L, L)
+    decay = (cum[:, None] - cum[None, :]).masked_fill(future, float("-inf")).exp().numpy()  # (L, L)
+    font = 9 * p["font_scale"]
+    panel = p["panel_size"]
+    figure = Figure(figsize=(panel * 2.4, panel * 1.35), dpi=DPI, layout="constrained")
+    left, right = figure.subplots(1, 2, width_ratios=[1.6, 1])
+    scale = dict(vmin=0.0, vmax=1.0) if p["fixed_scale"] else {}
+    image = left.imshow(decay, cmap="viridis", **scale)
+    figure.colorbar(image, ax=left, shrink=0.8).ax.tick_params(labelsize=font)
+    chunks = math.ceil(length / size)
+    for c in range(chunks):  # each chunk's own block: computed inside the chunk
+        start, end = c * size - 0.5, min((c + 1) * size, length) - 0.5
+        left.add_patch(_rectangle(start, start, end - start, end - start, edgecolor="white", linewidth=1.6, fill=False))
+        if c:
+            left.axhline(start, color="white", linewidth=0.5, alpha=0.6)
+            left.axvline(start, color="white", linewidth=0.5, alpha=0.6)
+    if p["values"] and length <= 16:
+        for i, j in zip(*np.tril_indices(length), strict=True):
+            left.text(j, i, f"{decay[i, j]:.2f}", ha="center", va="center", fontsize=font * 0.7, color="white")
+    left.set_title(localize("decay exp(G_i − G_j); boxes: inside a chunk"), fontsize=font)
+    left.set_xlabel(localize("key j (written)"), fontsize=font)
+    left.set_ylabel(localize("query i (reads)"), fontsize=font)
+    left.tick_params(labelsize=font)
+    labels = [localize("recurrent"), localize("chunked")]
+    bars = right.bar(labels, [length, chunks], color=["#bbbbbb", "#1f77b4"])
+    right.bar_label(bars, fontsize=font)
+    right.set_title(localize("sequential steps"), fontsize=font)
+    right.tick_params(labelsize=font)
+    right.set_ylim(0, length * 1.18)
+    return figure
+
+
+def _rectangle(x, y, width, height, **kwargs):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x, y), width, height, **kwargs)
+
+
+def explain_chunks(**overrides) -> str:
+    p = _chunk_params(overrides)
+    length, size = p["length"], p["chunk_size"]
+    chunks = math.ceil(length / size)
+    difference = _difference(length, size, demo_decay(length, p["gate"], p["seed"]), p["seed"])
+    return (
+        f"L = {length}, chunk size {size}: {chunks} chunks, so {chunks} sequential state updates instead of "
+        f"{length}; each chunk solves one {min(size, length)}×{min(size, length)} triangular system. "
+        f"max |chunked − recurrent| = {difference:.1e}."
+    )
+
+
+class ChunkExplorer(Explorer):
+    def render(self, params: dict):
+        return render_chunks(**params), explain_chunks(**params)
+
+
+def chunk_explorer(**fixed) -> ChunkExplorer:
+    """12d: drag the **chunk size** and the **gate**: the same outputs, fewer sequential steps."""
+    import ipywidgets as w
+
+    start = {**CHUNK_DEFAULTS, **fixed}
+    controls = {
+        "length": w.IntSlider(description="sequence length", value=start["length"], min=1, max=64, style=_STYLE),
+        "chunk_size": w.IntSlider(description="chunk size", value=start["chunk_size"], min=1, max=64, style=_STYLE),
+        "gate": w.FloatSlider(description="gate −g", value=start["gate"], min=0.0, max=2.0, step=0.05, style=_STYLE),
+    }
+    rest = {k: v for k, v in fixed.items() if k not in controls}
+    return ChunkExplorer("chunks", controls, {"panel_size": 2.8, "seed": start["seed"], **rest})
+
+
+def _axes(title: str, xlabel: str, ylabel: str, size=(5.6, 3.2)):
+    figure = Figure(figsize=size, dpi=DPI, layout="constrained")
+    ax = figure.subplots()
+    ax.set_title(localize(title), fontsize=10)
+    ax.set_xlabel(localize(xlabel), fontsize=9)
+    ax.set_ylabel(localize(ylabel), fontsize=9)
+    ax.tick_params(labelsize=9)
+    ax.grid(alpha=0.3)
+    return figure, ax
+
+
+def plot_capacity(pairs, errors: dict[str, list[float]], head_k_dim: int) -> Figure:
+    """Retrieval error (relative) against the number of stored key-value pairs, one line per rule."""
+    figure, ax = _axes("Recall from a fixed state", "stored pairs", "relative retrieval error")
+    for name, values in errors.items():
+        ax.plot(pairs, values, marker="o", label=localize(name))
+    ax.axvline(head_k_dim, color="grey", linestyle="--", linewidth=1)
+    ax.text(head_k_dim, ax.get_ylim()[1] * 0.95, " Dk", fontsize=9, va="top")
+    ax.legend(fontsize=9)
+    return figure
+
+
+def _bytes_label(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}"
+        value /= 1024
+    return f"{value:.0f} PiB"
+
+
+def plot_state_vs_kv(memory: dict) -> Figure:
+    """Bytes per sequence against context length: KV caches grow, the Gated DeltaNet states do not."""
+    figure, ax = _axes("Memory per sequence, Qwen3.5 config (bf16)", "context length (tokens)", "bytes")
+    contexts = memory["contexts"]
+    ax.loglog(contexts, memory["all_full_attention_kv_bytes"], marker="o", label=localize("KV cache, 32 full layers"))
+    ax.loglog(contexts, memory["hybrid_kv_bytes"], marker="o", label=localize("KV cache, 8 full layers (3:1 hybrid)"))
+    ax.loglog(contexts, memory["hybrid_state_bytes"], marker="o", label=localize("states of 24 Gated DeltaNet layers"))
+    ticks = [2**20, 2**25, 2**30, 2**35]
+    ax.set_yticks(ticks, [_bytes_label(t) for t in ticks])
+    ax.legend(fontsize=9)
+    return figure
+
+
+def plot_recall(results: dict) -> Figure:
+    """Associative-recall accuracy against the number of pairs, one line per mixer (benchmarks/train_recall.py)."""
+    figure, ax = _axes("Associative recall after training", "key-value pairs in the context", "accuracy")
+    for name, by_pairs in results["accuracy"].items():
+        pairs = sorted(int(p) for p in by_pairs)
+        ax.plot(pairs, [by_pairs[str(p)] for p in pairs], marker="o", label=localize(name))
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=9)
+    return figure
