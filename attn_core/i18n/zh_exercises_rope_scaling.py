@@ -49,12 +49,12 @@ CATALOG = [
     # ---- exercise 1
     *exact(
         {
-            RAMP_OVER_FEATURES: "斜坡是在特征下标 2i（torch.arange(0, D, 2)）上求的，而不是在对的下标 i 上："
-            "YaRN 的修正区间 [low, high] 数的是对（它对 i 解 rotations(i) = beta），所以斜坡要在 "
+            RAMP_OVER_FEATURES: "过渡函数是在特征下标 2i（torch.arange(0, D, 2)）上求的，而不是在对的下标 i 上："
+            "YaRN 的修正区间 [low, high] 数的是对（它对 i 解 rotations(i) = beta），所以过渡函数要在 "
             "torch.arange(D // 2) 上求。",
-            RAMP_SWAPPED: "斜坡的两端反了：快的对（在原上下文里转很多圈，i 小）必须保持频率，慢的对（转不到 beta_slow "
-            "圈）必须除以 factor，而不是反过来。",
-            RAMP_NOT_CLAMPED: "斜坡没有截断：(i - low) / (high - low) 在带外会小于 0、大于 1；请把它限制在 [0, 1]"
+            RAMP_SWAPPED: "过渡函数的两端反了：快的对（在原上下文里转很多圈，i 小）必须保持频率，"
+            "慢的对（转不到 beta_slow 圈）必须除以 factor，而不是反过来。",
+            RAMP_NOT_CLAMPED: "过渡函数没有截断：(i - low) / (high - low) 在带外会小于 0、大于 1；请把它限制在 [0, 1]"
             "（torch.clamp），否则快的对会变快，慢的对会被拉伸得比 factor 还多。",
             NOT_TRUNCATED: "修正区间没有取整：truncate=True（默认值，也是 DeepSeek 和 Qwen 的配置）时 low 向下取整"
             "（math.floor）、high 向上取整（math.ceil）；只有 gpt-oss 发布的是 truncate=False。",
@@ -76,7 +76,7 @@ CATALOG = [
         r"0, 1\) over pairs\.",
         "当 head_dim 为 {d}、base 为 {base}、factor 为 {factor}、原上下文为 {n} 时：inv_freq 的相对误差最多为 "
         "{error}。请按 (1 - ramp) / base^(2i/D) + ramp / (factor · base^(2i/D)) 来构造，"
-        "斜坡为在对上求的 clamp((i - low) / (high - low), 0, 1)。",
+        "过渡函数为在对上求的 clamp((i - low) / (high - low), 0, 1)。",
     ),
     # ---- exercise 2
     *exact(
@@ -122,5 +122,41 @@ CATALOG = [
         rf"head_dim (?P<d>\d+), partial_rotary_factor (?P<f>{_NUMBER}), positions from (?P<start>\d+): your answer "
         rf"is off by (?P<error>{_NUMBER})\.",
         "当 head_dim 为 {d}、partial_rotary_factor 为 {f}、位置从 {start} 开始时：你的答案偏差了 {error}。",
+    ),
+]
+
+# ---- the band explorer (attn_core/viz/rope_scaling.py): controls, figure labels, explanation line
+CATALOG += [
+    *exact(
+        {
+            "scaling": "缩放方式 scaling",
+            "factor": "倍数 factor",
+            "original context": "原上下文长度",
+            "beta_fast": "beta_fast",
+            "beta_slow": "beta_slow",
+            "ramp (YaRN)": "线性过渡带（YaRN）",
+            "smoothed band (llama3)": "平滑过渡带（llama3）",
+            "scaled / plain": "缩放后 / 原始",
+            "turns in the original context": "在原上下文中转过的圈数",
+            "frequency ratio": "频率之比",
+            "each pair's new speed": "每一对的新转速",
+            "plain": "原始 RoPE",
+            "scaled": "缩放后",
+            "average score / |q|²": "平均分数 / |q|²",
+            "long-range decay": "远程衰减",
+        }
+    ),
+    (
+        r"(?P<kind>\w+), factor (?P<f>[\d.]+): of (?P<pairs>\d+) pairs, (?P<kept>\d+) keep their speed, (?P<div>\d+) "
+        r"are slowed (?P<f2>[\d.]+)x, (?P<blend>\d+) are blended; attention factor (?P<a>[\d.]+) \(scores x "
+        r"(?P<a2>[\d.]+)\)\.",
+        "{kind}，倍数 {f}：{pairs} 对中 {kept} 对保持转速，{div} 对慢了 {f2} 倍，{blend} 对介于两者之间；"
+        "注意力因子 {a}（分数乘以 {a2}）。",
+    ),
+    (
+        r"beta_slow \((?P<slow>[\d.]+)\) must be below beta_fast \((?P<fast>[\d.]+)\): pairs turning more than "
+        r"beta_fast times are kept, fewer than beta_slow times are interpolated\.",
+        "beta_slow（{slow}）必须小于 beta_fast（{fast}）：转超过 beta_fast 圈的对保持不变，"
+        "少于 beta_slow 圈的对做插值。",
     ),
 ]
