@@ -289,7 +289,8 @@ def check_top_k_picks(fn: Callable) -> bool:
         if problem is not None:
             return feedback(name, problem)
         expected = top_k_picks(scores, topk, start)
-        if isinstance(answer, torch.Tensor) and not answer.dtype.is_floating_point and answer.dtype != torch.bool:
+        integer = isinstance(answer, torch.Tensor) and not (answer.is_floating_point() or answer.is_complex())
+        if integer and answer.dtype != torch.bool:
             answer = answer.long()  # int32 (Hugging Face's) is as right as int64
         problem = _tensor_problem(answer, expected, "the picks")
         if problem is not None:
