@@ -50,6 +50,21 @@ CATALOG = [
             "✅ preempted requests still get generate's tokens": "✅ 被抢占的请求仍得到与 generate 相同的词元",
         }
     ),
+    # the memory-budget explorer of notebook 13b (controls, title, explanation line, its "Not possible" message)
+    *exact({"memory (GB)": "显存（GB）", "KV heads": "KV 头数"}),
+    (
+        r"70B GQA, bf16: (?P<n>\d+) sequences of (?P<t>\d+) tokens",
+        "70B GQA，bf16：可容纳 {n} 条 {t} 词元的序列",
+    ),
+    (
+        r"(?P<n>\d+) sequences fit: (?P<gb>[\d.]+) GB of keys and values each, next to (?P<w>[\d.]+) GB of weights "
+        r"in (?P<m>\d+) GB\.",
+        "能容纳 {n} 条序列：每条的键和值占 {gb} GB，另有 {w} GB 权重，总共 {m} GB。",
+    ),
+    (
+        r"the weights \((?P<w>[\d.]+) GB\) leave no room for one sequence in (?P<m>\d+) GB\.",
+        "权重（{w} GB）占满了 {m} GB，连一条序列都放不下。",
+    ),
     # ---- exercise 1
     (r"return a number of tokens \(an int\), got (?P<type>[\w.]+)\.", "请返回词元数（一个 int），你返回的是 {type}。"),
     (
