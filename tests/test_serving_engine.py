@@ -4,6 +4,7 @@ statistics' identities; every error path (nothing added)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -129,6 +130,10 @@ def test_bad_sizes(lm64, kwargs):
     [
         ([], 1, None, "empty"),
         (torch.tensor([[2, 3]]), 1, None, "1-D"),
+        (torch.tensor([2.0, 3.0]), 1, None, "1-D integer tensor"),
+        (torch.tensor([True, False]), 1, None, "1-D integer tensor"),
+        ("2 3", 1, None, "list of ints or a 1-D tensor"),
+        ([2, 3], 1, 1.5, "request_id must be None, an int or a str"),
         ([2, 300_000], 1, None, r"in \[0, 262144\)"),
         ([2, -1], 1, None, r"in \[0, 262144\)"),
         ([2, 3.0], 1, None, "hold ints"),
@@ -146,5 +151,6 @@ def test_bad_requests_add_nothing(lm64, prompt, n, request_id, match):
         engine.add_request(prompt, n, request_id=request_id)
     assert list(engine.requests) == [0, "taken"] and len(engine.scheduler.waiting) == 2
     assert engine.add_request(list(range(2, 19)), 16) == 1  # 17 + 16 - 1 = 32 tokens: fits exactly
+    assert engine.add_request(np.array([2, 3], dtype=np.int64).tolist() + [np.int64(4)], 1) == 2  # numpy ints too
     with pytest.raises(ValueError, match="no request 'nope'"):
         engine.stats("nope")

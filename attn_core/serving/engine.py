@@ -11,6 +11,7 @@ one allocator for all layers, chained block hashes, refcounts, LRU of cached blo
 
 from __future__ import annotations
 
+import numbers
 import time
 
 import torch
@@ -103,7 +104,11 @@ class ServingEngine:
 
     def _check_prompt(self, prompt_ids) -> list[int]:
         if isinstance(prompt_ids, torch.Tensor):
-            if prompt_ids.ndim != 1 or prompt_ids.dtype.is_floating_point or prompt_ids.dtype.is_complex:
+            if (
+                prompt_ids.ndim != 1
+                or prompt_ids.dtype.is_floating_point
+                or prompt_ids.dtype in (torch.bool, torch.complex64, torch.complex128)
+            ):
                 raise ValueError(
                     f"prompt_ids must be a 1-D integer tensor or a list of ints, got a tensor of shape "
                     f"{tuple(prompt_ids.shape)} and dtype {prompt_ids.dtype}; for a batch, add one request per row."
@@ -111,8 +116,9 @@ class ServingEngine:
             prompt = prompt_ids.tolist()
         elif isinstance(prompt_ids, list | tuple):
             prompt = list(prompt_ids)
-            if any(isinstance(t, bool) or not isinstance(t, int) for t in prompt):
+            if any(isinstance(t, bool) or not isinstance(t, numbers.Integral) for t in prompt):
                 raise ValueError(f"prompt_ids must hold ints (token ids), got {prompt_ids!r:.80}.")
+            prompt = [int(t) for t in prompt]  # numpy integers too
         else:
             raise ValueError(f"prompt_ids must be a list of ints or a 1-D tensor, got {type(prompt_ids).__name__}.")
         if not prompt:
