@@ -145,4 +145,34 @@ CATALOG = [
         "太晚了：窗口一关闭条目就可见，(w + 1)·m <= t + 1。",
     ),
     (r"True where \(w \+ 1\) · compress_rate <= t \+ 1\.", "在 (w + 1) · compress_rate <= t + 1 处为 True。"),
+    # ---- the explorer and figures of attn_core/viz/sparse.py (09b)
+    *exact(
+        {
+            "top-k": "top-k",
+            "CSA m": "CSA 压缩率 m",
+            "HCA m": "HCA 压缩率 m",
+            "V3.2 DSA (top-k tokens)": "V3.2 DSA（top-k 个词元）",
+            "V4 sliding window": "V4 滑动窗口",
+            "V4 HCA": "V4 HCA",
+            "V4 CSA": "V4 CSA",
+            "keys (tokens | entries)": "键（词元 | 压缩条目）",
+            "query position": "查询位置",
+        }
+    ),
+    (r"last query reads (?P<n>\d+)", "最后一个查询读取 {n} 个"),
+    (
+        r"the last query \(position (?P<pos>\d+)\) reads (?P<parts>.+), of (?P<length>\d+) tokens\.",
+        lambda m, tr: (
+            f"最后一个查询（位置 {m['pos']}）读取："
+            + m["parts"]
+            .replace("V3.2 DSA (top-k tokens)", "V3.2 DSA（top-k 个词元）")
+            .replace("V4 sliding window", "V4 滑动窗口")
+            .replace(" tokens", " 个词元")
+            .replace(" entries", " 个压缩条目")
+            .replace(" of ", "，共 ")
+            .replace(": ", "：")
+            .replace("; ", "；")
+            + f"；总共 {m['length']} 个词元。"
+        ),
+    ),
 ]
