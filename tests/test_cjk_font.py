@@ -264,3 +264,26 @@ def test_localize_figure_refuses_what_is_not_a_figure() -> None:
         ac.localize_figure(fig.axes[0])
     with pytest.raises(TypeError, match="takes a matplotlib Figure, got str"):
         ac.localize_figure("figure")
+
+
+def test_plot_attention_labels_in_chinese(zh) -> None:
+    """Each kind of label plot_attention draws, in Chinese; token labels and numbers as given."""
+
+    def roles(fig) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for role, label, _ in text_items(fig):
+            found.setdefault(role, []).append(label.text)
+        return found
+
+    grid = roles(ac.plot_attention(torch.full((2, 2, 3), 1 / 3), num_kv_heads=1, query_labels=["the", "key"]))
+    assert grid["axis-name"] == ["查询", "键"] and grid["caption"] == ["固定色标 0–1"]
+    assert grid["title"] == ["头 0 · KV 0", "头 1 · KV 0"]
+    assert grid["query-label"] == ["the", "key"]  # tokens are never translated, even one that is an English word
+    mask = roles(ac.plot_attention(torch.tril(torch.ones(3, 3, dtype=torch.bool))))
+    assert mask["legend"] == ["可关注", "被屏蔽"]
+    stretched = roles(ac.plot_attention(torch.tensor([[-0.5, 2.0], [0.2, 0.3]])))
+    assert stretched["caption"] == ["0–1，扩展到最大值 2.00；底端 -0.50"]
+    hidden = roles(ac.plot_attention(torch.rand(12, 12), annotate=True, panel_size=1))
+    assert hidden["note"] == ["数值已隐藏：格子太小，数字看不清（请放大面板）"]
+    layers = roles(ac.plot_attention(torch.rand(2, 2, 3, 3), titles=["head 0", "x", "layer 1", "y"]))
+    assert layers["title"] == ["头 0", "x", "第 1 层", "y"]  # a caller's titles: translated where a catalog has them
