@@ -1,6 +1,6 @@
 """The serving engine vs one request at a time vs static batching on Gemma 3 270M (float32, CPU), one workload.
 
-Workload: 10 requests of mixed lengths (prompts of 6 to ~60 tokens, 4 to 24 new tokens); six of them start with
+Workload: 10 requests of mixed lengths (prompts of 6 to 200 tokens, 4 to 24 new tokens); six of them start with
 the same 36-token system prompt, so prefix caching has something to find. Three ways to serve it, tokens checked
 against one-at-a-time greedy ``lm.generate`` (the oracle):
 
@@ -11,7 +11,8 @@ against one-at-a-time greedy ``lm.generate`` (the oracle):
   at once.
 
 Throughput = new tokens / wall seconds, median of ``--rounds`` round-robin rounds (all three timed in the same
-rounds). Also, from one engine run each: TTFT and TPOT (in steps and seconds) as the token budget changes, and
+rounds). Also, with one request arriving before each step (arrivals while others decode): TTFT and TPOT in steps
+and in CPU seconds (``time.process_time`` per step, steady on a shared machine) as the token budget changes, and
 the prefix-cache hit tokens / computed tokens with prefix caching on and off; the engine's step timeline.
 
 Run: ``python benchmarks/bench_serving_engine.py [--threads 1] [--rounds 3]`` (a few minutes on a loaded
@@ -32,6 +33,7 @@ import torch
 import attn_core as ac
 
 ROOT = Path(__file__).resolve().parent.parent
+SYSTEM_IDS: list[int] = []
 SYSTEM = "You are a helpful assistant for a lighthouse museum. Answer briefly and politely, in plain English. "
 
 
@@ -46,8 +48,9 @@ def workload(lm) -> list[tuple[list[int], int]]:
         ("Do you sell tickets online?", 20),
     ]
     shared = [(lm.encode(SYSTEM + "Question: " + q + "\nAnswer:"), n) for q, n in questions]
+    story = (ROOT / "data" / "streaming_text.txt").read_text().split("\n", 1)[1].strip()
     alone = [
-        (lm.encode("The capital of France is"), 6),
+        (lm.encode(story)[:200], 6),  # one long prompt: what chunked prefill spreads over steps
         (lm.encode("def fibonacci(n):\n    "), 24),
         (lm.encode("Once upon a time, in a village by the sea, there lived an old keeper who"), 10),
         (lm.encode("1, 2, 3, 4,"), 14),
@@ -83,6 +86,30 @@ def per_request(engine) -> list[dict]:
     return [engine.stats(rid) for rid in engine.requests]
 
 
+def serve_arriving(lm, requests, **engine_kwargs) -> tuple[list[list[int]], ac.ServingEngine, list[float]]:
+    """One request arrives before each step (arrivals while others decode); the CPU seconds of every step."""
+    engine, pending, rids, step_cpu = ac.ServingEngine(lm, **engine_kwargs), list(requests), [], []
+    while pending or engine.has_unfinished():
+        if pending:
+            prompt, n = pending.pop(0)
+            rids.append(engine.add_request(prompt, n))
+        start = time.process_time()  # CPU time: what a step costs, whatever else runs on the machine
+        engine.step()
+        step_cpu.append(time.process_time() - start)
+    results = engine.run()
+    return [results[rid] for rid in rids], engine, step_cpu
+
+
+def latency_in_cpu_seconds(engine, step_cpu: list[float]) -> tuple[list[float], list[float]]:
+    """TTFT and TPOT per request from the steps' CPU seconds (steps arrival+1 .. first, first+1 .. finish)."""
+    ttft, tpot = [], []
+    for s in per_request(engine):
+        ttft.append(sum(step_cpu[s["arrival_step"] : s["first_token_step"]]))
+        if s["output_tokens"] > 1:
+            tpot.append(sum(step_cpu[s["first_token_step"] : s["finish_step"]]) / (s["output_tokens"] - 1))
+    return ttft, tpot
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=1)
@@ -91,6 +118,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     lm = ac.load_gemma3(dtype=torch.float32)
     requests = workload(lm)
+    global SYSTEM_IDS
+    SYSTEM_IDS = lm.encode(SYSTEM)[:-1]  # the shared tokens (the last one may merge with the next word)
     new_tokens = sum(n for _, n in requests)
     expected = one_at_a_time(lm, requests)
     engine_kwargs = {"block_size": 16, "num_blocks": 256, "max_num_seqs": 8, "max_num_batched_tokens": 256}
@@ -110,25 +139,31 @@ def main() -> None:
     _, engine = serve(lm, requests, **engine_kwargs)
     budgets = {}
     for budget in (16, 64, 256):
-        outputs, run = serve(lm, requests, **{**engine_kwargs, "max_num_batched_tokens": budget})
+        outputs, run, step_cpu = serve_arriving(lm, requests, **{**engine_kwargs, "max_num_batched_tokens": budget})
         stats = per_request(run)
+        ttft_cpu, tpot_cpu = latency_in_cpu_seconds(run, step_cpu)
         budgets[budget] = {
             "identical": outputs == expected,
             "steps": run.stats()["steps"],
+            "max_step_tokens": run.stats()["max_step_tokens"],
             "mean_ttft_steps": statistics.mean(s["ttft_steps"] for s in stats),
             "mean_tpot_steps": statistics.mean(s["tpot_steps"] for s in stats if s["tpot_steps"] is not None),
-            "mean_ttft_s": statistics.mean(s["ttft_s"] for s in stats),
-            "mean_tpot_s": statistics.mean(s["tpot_s"] for s in stats if s["tpot_s"] is not None),
+            "mean_ttft_cpu_s": statistics.mean(ttft_cpu),
+            "mean_tpot_cpu_s": statistics.mean(tpot_cpu),
+            "max_tpot_cpu_s": max(tpot_cpu),
+            "longest_step_cpu_s": max(step_cpu),
         }
     prefix = {}
     for on in (True, False):
-        outputs, run = serve(lm, requests, **{**engine_kwargs, "prefix_caching": on})
+        outputs, run, _ = serve_arriving(lm, requests, **{**engine_kwargs, "prefix_caching": on})
         prompt_tokens = sum(len(p) for p, _ in requests)
+        shared_prompts = sum(len(p) for p, _ in requests if p[: len(SYSTEM_IDS)] == SYSTEM_IDS)
         prefix["on" if on else "off"] = {
             "identical": outputs == expected,
             "prefix_hit_tokens": run.stats()["prefix_hit_tokens"],
             "computed_tokens": run.stats()["computed_tokens"],
             "prompt_tokens": prompt_tokens,
+            "shared_prompt_tokens": shared_prompts,
             "hit_rate": run.stats()["prefix_hit_tokens"] / prompt_tokens,
         }
     result = {
