@@ -156,4 +156,21 @@ CATALOG = [
         r"\(0\.\.(?P<last>-?\d+)\) for these lengths\.",
         "程序 {p} 不存在：在这些长度下，{k} 内核每个头只有 {n} 个程序（0..{last}）。",
     ),
+    # ---- notebook 12b's own printed lines and figure titles (through attn_core.i18n.localize)
+    *exact(
+        {
+            'triton is not installed: the Triton cells below skip. Install it with pip install -e ".[triton]".': (
+                '没有安装 triton：下面的 Triton 单元格会跳过。安装方法：pip install -e ".[triton]"。'
+            ),
+            "weights rebuilt from the kernel's lse": "由内核的 lse 重建的注意力权重",
+            "square, no mask": "方阵，无掩码",
+            "GQA chunk, causal": "GQA 分块，因果",
+            "Lq > Lk, causal (blind queries)": "Lq > Lk，因果（有看不到任何键的查询）",
+            "one tile of 32": "一个 32 的分块",
+        }
+    ),
+    (
+        r"✅ (?P<what>.+): kernel == ac\.triton_attention == ac\.tiled_attention == float64 reference",
+        "✅ {what!t}：内核 == ac.triton_attention == ac.tiled_attention == float64 参考实现",
+    ),
 ]
