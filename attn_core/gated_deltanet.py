@@ -101,7 +101,7 @@ class GatedDeltaNet(nn.Module):
         # Padding is done by hand (zeros or the cached inputs on the left), so the module itself pads nothing.
         self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, conv_kernel_size, groups=self.conv_dim, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(num_v_heads))
-        self.A_log = nn.Parameter(torch.log(torch.empty(num_v_heads).uniform_(1.0, 16.0)))  # decay rates exp(A_log) > 0
+        self.A_log = nn.Parameter(torch.empty(num_v_heads).uniform_(0.01, 16.0).log())  # decay rates exp(A_log), as HF
         self.norm = GatedRMSNorm(head_v_dim)
         self.out_proj = nn.Linear(self.value_dim, hidden_dim, bias=False)
 
