@@ -160,3 +160,21 @@ CATALOG += [
         "少于 beta_slow 圈的对做插值。",
     ),
 ]
+
+# ---- notebook 06b's own figure and printed ✅/❌ lines (through attn_core.i18n.localize)
+_FIXED = "✅ fixed: scale the frequencies per band (ac.rope_frequencies / apply_rope(scaling=)), never clamp positions"
+_WRONG_EXPONENT = "❌ exponent over head_dim: the rotated features lose the slow pairs"
+_TITLE = "how each scheme slows each pair (D = 128, s = 4, trained on 4096)"
+CATALOG += exact(
+    {
+        "YaRN's ramp: 1 to 32 turns": "YaRN 的过渡带：1 到 32 圈",
+        "position interpolation": "位置插值",
+        "NTK-aware base": "NTK 感知的底数",
+        "llama3": "llama3",
+        "YaRN": "YaRN",
+        "new frequency / old": "新频率 / 原频率",
+        _TITLE: "各方案如何放慢每一对（D = 128，s = 4，训练长度 4096）",
+        _FIXED: "✅ 修正：按频段缩放频率（ac.rope_frequencies / apply_rope(scaling=)），绝不截断位置",
+        _WRONG_EXPONENT: "❌ 指数按 head_dim 算：被旋转的特征丢掉了慢的对",
+    }
+)
