@@ -21,10 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 ZH = REPO / "notebooks" / "zh"
 NOTEBOOKS = sorted(ZH.glob("[0-9][0-9]*_*.ipynb"))
 RATIO = 0.9
+NOT_WORDS = {"True", "False", "None", "KiB", "MiB", "GiB", "FLOP", "FLOPs", "GFLOP", "TFLOP", "nan", "inf"}
 
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 WORD = re.compile(r"(?<![\w.\\/-])[A-Za-z]{3,}(?![\w(/-])")
-EXCEPTION = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning|Interrupt)\b:?")  # torch/Python's text
+EXCEPTION = re.compile(r"(?:^\s*|: )(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning|Interrupt)\b:?")  # their text
 REPR = re.compile(r"^\s*(?:[(\[<{]|tensor\(|Parameter|[\w.]+\((?:\w+=|\[))")  # tensor, list, module, object reprs
 
 
@@ -35,11 +36,11 @@ def prose_words(line: str) -> list[str]:
     previous = None
     while previous != text:  # shapes and lists, innermost first: (B, L, hidden), [3, 4]
         previous, text = text, re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", text)
-    return [word for word in WORD.findall(text) if word not in ("True", "False", "None")]
+    return [word for word in WORD.findall(text) if word not in NOT_WORDS]
 
 
 def is_prose(line: str) -> bool:
-    return not EXCEPTION.match(line) and not REPR.match(line) and len(prose_words(line)) >= 3
+    return not EXCEPTION.search(line) and not REPR.match(line) and len(prose_words(line)) >= 3
 
 
 def printed_lines(path: Path) -> list[tuple[str, str]]:
@@ -64,6 +65,8 @@ def test_the_prose_rule() -> None:
         "  (q_proj): Linear(in_features=6, out_features=6, bias=True)",
         "RuntimeError: view size is not compatible with input tensor's size and stride",
         "tensor([[0.5000, 0.5000]])",
+        "broadcast 5-D          8    64 MiB   256 MiB",
+        "B=3: RuntimeError: The size of tensor a (3) must match the size of tensor b (2)",
     ]:
         assert not is_prose(label), label
     assert CJK.search("修复后：没有掩码，也不会崩溃") and not CJK.search("fixed: no mask")
