@@ -40,6 +40,8 @@ import string
 from collections.abc import Callable
 from pathlib import Path
 
+from attn_core.i18n.literal_prefix import literal_prefix
+
 __all__ = [
     "LANGUAGES",
     "set_language",
@@ -129,12 +131,8 @@ def _module_order(name: str) -> tuple[int, str]:
 
 
 @functools.cache
-def catalog() -> tuple[tuple[re.Pattern, Template, str], ...]:
-    """Every ``(compiled pattern, template, module name)`` of the ``zh_*`` modules, in search order.
-
-    Checked on load: a template may only name groups its pattern has (a ValueError names the module
-    and the entry otherwise), so a catalog mistake shows in the first test that translates.
-    """
+def _entries() -> tuple[tuple[str, re.Pattern | str, Template, str, int], ...]:
+    """Every ``(literal prefix, pattern as written, template, module name, index)`` in search order, uncompiled."""
     names = sorted(
         (info.name for info in pkgutil.iter_modules(__path__) if info.name.startswith("zh_")), key=_module_order
     )
@@ -142,20 +140,39 @@ def catalog() -> tuple[tuple[re.Pattern, Template, str], ...]:
     for name in names:
         module = importlib.import_module(f"{__name__}.{name}")
         for index, (pattern, template) in enumerate(module.CATALOG):
-            compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.DOTALL)
-            if isinstance(template, str):
-                parsed = string.Formatter().parse(template)
-                fields = {field.split(".")[0].split("[")[0] for _, field, _, _ in parsed if field is not None}
-                unknown = fields - set(compiled.groupindex)
-                if unknown:
-                    raise ValueError(
-                        f"attn_core.i18n.{name}.CATALOG[{index}]: the template names {sorted(unknown)}, "
-                        f"which the pattern {compiled.pattern!r} does not define as named groups."
-                    )
-            elif not callable(template):
-                raise TypeError(f"attn_core.i18n.{name}.CATALOG[{index}]: a template is a str or a function.")
-            entries.append((compiled, template, name))
+            source, flags = (pattern.pattern, pattern.flags) if isinstance(pattern, re.Pattern) else (pattern, 0)
+            entries.append((literal_prefix(source, flags), pattern, template, name, index))
     return tuple(entries)
+
+
+@functools.cache
+def _compiled(position: int) -> tuple[re.Pattern, Template]:
+    """Entry ``position`` of ``_entries()`` compiled and checked: a template may only name groups its pattern has."""
+    _, pattern, template, name, index = _entries()[position]
+    compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.DOTALL)
+    if isinstance(template, str):
+        parsed = string.Formatter().parse(template)
+        fields = {field.split(".")[0].split("[")[0] for _, field, _, _ in parsed if field is not None}
+        unknown = fields - set(compiled.groupindex)
+        if unknown:
+            raise ValueError(
+                f"attn_core.i18n.{name}.CATALOG[{index}]: the template names {sorted(unknown)}, "
+                f"which the pattern {compiled.pattern!r} does not define as named groups."
+            )
+    elif not callable(template):
+        raise TypeError(f"attn_core.i18n.{name}.CATALOG[{index}]: a template is a str or a function.")
+    return compiled, template
+
+
+@functools.cache
+def catalog() -> tuple[tuple[re.Pattern, Template, str], ...]:
+    """Every ``(compiled pattern, template, module name)`` of the ``zh_*`` modules, in search order.
+
+    Checked on load: a template may only name groups its pattern has (a ValueError names the module
+    and the entry otherwise), so a catalog mistake shows in the first test that translates. (A lookup
+    compiles only the entries whose literal prefix the message starts with: ``literal_prefix``.)
+    """
+    return tuple((*_compiled(position), entry[3]) for position, entry in enumerate(_entries()))
 
 
 class _Translator(string.Formatter):
@@ -189,7 +206,10 @@ class _Translator(string.Formatter):
 @functools.lru_cache(maxsize=8192)
 def _lookup(message: str) -> tuple[str, bool]:
     """``(Chinese text, True)`` when every part of ``message`` has a translation, else ``(best effort, False)``."""
-    for pattern, template, _ in catalog():
+    for position, (prefix, *_) in enumerate(_entries()):
+        if not message.startswith(prefix):  # cannot match: skip without compiling
+            continue
+        pattern, template = _compiled(position)
         match = pattern.fullmatch(message)
         if match is None:
             continue
