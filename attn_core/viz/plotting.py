@@ -12,6 +12,10 @@ the colour bar's caption says so. ``vmax="relative"`` stretches the colours to t
 shown, to compare patterns rather than sizes. Boolean masks (``binary``) get two colours and a
 legend; NaN and infinite cells are hatched red and get a legend entry.
 
+Language: the labels it draws (axis names, head titles, legend, caption, note) follow ``ac.set_language``; a
+caller's ``title`` and ``titles`` are translated where a catalog has them (``attn_core/i18n/zh_*.py``), so a
+notebook's code is the same in both editions. Token labels are never translated.
+
 Speed (an explorer redraws on every slider step): everything is drawn in ONE Axes whose data
 units are inches of the figure, each panel is an image in it, and all text is drawn as glyph
 outlines (``textpaths``). Measured with ``benchmarks/bench_sdpa_and_render.py``.
