@@ -157,6 +157,10 @@ CATALOG = [
             "V4 CSA": "V4 CSA",
             "keys (tokens | entries)": "键（词元 | 压缩条目）",
             "query position": "查询位置",
+            # notebook 09b's own figure (ac.localize_figure)
+            "KV cache of one sequence of 1M tokens (GiB, bf16)": "一条 1M 词元序列的 KV 缓存（GiB，bf16）",
+            "V3 (MLA)": "V3（MLA）",
+            "V3.2 (+ index keys)": "V3.2（+ 索引键）",
         }
     ),
     (r"last query reads (?P<n>\d+)", "最后一个查询读取 {n} 个"),
