@@ -147,3 +147,49 @@ CATALOG = [
         "应为 weight · o · rsqrt(mean(o²) + 1e-6) · silu(z)，均值取在最后一维上。",
     ),
 ]
+
+# ---- notebook 12d's figures and chunk explorer (attn_core/viz/linear_attention.py)
+_NUMBER = r"[−-]?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?"
+CATALOG += [
+    *exact(
+        {
+            "decay exp(G_i − G_j); boxes: inside a chunk": "衰减 exp(G_i − G_j)；方框：块内计算",
+            "key j (written)": "键 j（被写入）",
+            "query i (reads)": "查询 i（读取）",
+            "recurrent": "逐词元递推",
+            "chunked": "分块",
+            "sequential steps": "顺序步数",
+            "sequence length": "序列长度",
+            "chunk size": "块大小",
+            "gate −g": "门控 −g",
+            "Recall from a fixed state": "从固定大小的状态中回忆",
+            "stored pairs": "存入的键值对数",
+            "relative retrieval error": "相对读取误差",
+            "linear attention": "线性注意力",
+            "delta rule": "delta 规则",
+            "linear, last 4 pairs": "线性，最近 4 对",
+            "delta, last 4 pairs": "delta，最近 4 对",
+            "Memory per sequence, Qwen3.5 config (bf16)": "每个序列的显存，Qwen3.5 配置（bf16）",
+            "context length (tokens)": "上下文长度（词元）",
+            "bytes": "字节",
+            "KV cache, 32 full layers": "KV 缓存，32 个全注意力层",
+            "KV cache, 8 full layers (3:1 hybrid)": "KV 缓存，8 个全注意力层（3:1 混合）",
+            "states of 24 Gated DeltaNet layers": "24 个 Gated DeltaNet 层的状态",
+            "Associative recall after training": "训练后的联想回忆",
+            "key-value pairs in the context": "上下文中的键值对数",
+            "accuracy": "准确率",
+            "softmax": "softmax",
+            "linear": "线性注意力",
+            "gated delta": "Gated DeltaNet",
+            "hybrid 3:1": "3:1 混合",
+        }
+    ),
+    (
+        rf"L = (?P<length>\d+), chunk size (?P<size>\d+): (?P<chunks>\d+) chunks, "
+        rf"so (?P=chunks) sequential state updates instead of (?P=length); "
+        rf"each chunk solves one (?P<c>\d+)×(?P=c) triangular system\. "
+        rf"max \|chunked − recurrent\| = (?P<diff>{_NUMBER})\.",
+        "L = {length}，块大小 {size}：共 {chunks} 块，所以只需 {chunks} 次顺序的状态更新，而不是 {length} 次；"
+        "每块求解一个 {c}×{c} 的三角方程组。max |分块 − 逐词元递推| = {diff}。",
+    ),
+]
