@@ -128,3 +128,25 @@ def test_variable_set_after_triton_was_imported_is_a_runtime_error():
             print("raised", "before anything imports triton" in str(error))
     """)
     assert stdout.split() == ["raised", "True"]
+
+
+class OutOfResources(Exception):
+    """Stands for triton.runtime.errors.OutOfResources (matched by name: no triton import needed)."""
+
+
+def test_gpu_retries_with_smaller_tiles_when_shared_memory_is_short():
+    from attn_core.kernels.triton_attention import run_with_tiles
+
+    tried = []
+
+    def run(block_size):
+        tried.append(block_size)
+        if block_size > 32:
+            raise OutOfResources(f"shared memory: tiles of {block_size} do not fit")
+        return block_size
+
+    assert run_with_tiles(run, 128, torch.device("cuda")) == 32 and tried == [128, 64, 32]
+    with pytest.raises(OutOfResources):  # the interpreter (CPU) has no shared memory: never retried
+        run_with_tiles(run, 128, torch.device("cpu"))
+    with pytest.raises(ValueError, match="other"):  # any other error is the caller's to see
+        run_with_tiles(lambda block_size: (_ for _ in ()).throw(ValueError("other")), 64, torch.device("cuda"))

@@ -165,13 +165,28 @@ def _kernel_inputs(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tensors
 
 
+def run_with_tiles(run, block_size: int, device: torch.device):
+    """``run(block_size)``; on a GPU whose shared memory cannot hold those tiles (triton's ``OutOfResources``),
+    again with half the tile size, down to 16. The interpreter has no shared memory: it uses exactly block_size."""
+    while True:
+        try:
+            return run(block_size)
+        except Exception as error:
+            if device.type != "cuda" or block_size <= 16 or type(error).__name__ != "OutOfResources":
+                raise
+            block_size //= 2
+
+
 def _forward(q, k, v, is_causal: bool, scale: float, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     from attn_core.kernels.flash_forward import flash_forward  # imports triton: only now
 
     batch, num_heads, q_len, head_dim = q.shape
     if batch * num_heads * q_len == 0:
         return q.new_empty(q.shape), torch.empty(batch, num_heads, q_len, dtype=torch.float32, device=q.device)
-    out, lse = flash_forward(*_kernel_inputs(q, k, v), is_causal=is_causal, scale=scale, block_size=block_size)
+    inputs = _kernel_inputs(q, k, v)
+    out, lse = run_with_tiles(
+        lambda tiles: flash_forward(*inputs, is_causal=is_causal, scale=scale, block_size=tiles), block_size, q.device
+    )
     return out.to(q.dtype), lse  # (B, Hq, Lq, D), (B, Hq, Lq)
 
 
@@ -201,16 +216,20 @@ class TritonAttentionFunction(torch.autograd.Function):
         q32, k32, v32, out32 = _kernel_inputs(q, k, v, out)
         if grad_out is not None:
             grad_out = grad_out.to(q32.dtype)  # (B, Hq, Lq, D)
-        grad_q, grad_k, grad_v = flash_backward(
-            q32,
-            k32,
-            v32,
-            out32,
-            lse,
-            grad_out,
-            grad_lse,
-            is_causal=ctx.is_causal,
-            scale=ctx.scale,
-            block_size=ctx.block_size,
+        grad_q, grad_k, grad_v = run_with_tiles(
+            lambda tiles: flash_backward(
+                q32,
+                k32,
+                v32,
+                out32,
+                lse,
+                grad_out,
+                grad_lse,
+                is_causal=ctx.is_causal,
+                scale=ctx.scale,
+                block_size=tiles,
+            ),  # fmt: skip
+            ctx.block_size,
+            q.device,
         )
         return grad_q.to(q.dtype), grad_k.to(k.dtype), grad_v.to(v.dtype), None, None, None
