@@ -287,3 +287,24 @@ def test_plot_attention_labels_in_chinese(zh) -> None:
     assert hidden["note"] == ["数值已隐藏：格子太小，数字看不清（请放大面板）"]
     layers = roles(ac.plot_attention(torch.rand(2, 2, 3, 3), titles=["head 0", "x", "layer 1", "y"]))
     assert layers["title"] == ["头 0", "x", "第 1 层", "y"]  # a caller's titles: translated where a catalog has them
+
+
+@pytest.mark.parametrize("module", ["zh_viz_notebook_titles"])
+def test_notebook_figure_entries_name_text_the_notebooks_draw(module) -> None:
+    """A fixed entry for a notebook's figure must name text an English notebook draws (no entry left behind when
+    a notebook changes its wording): each line of it is in some notebook's code."""
+    import importlib
+    import json
+
+    sources = "\n".join(
+        "".join(cell["source"])
+        for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+        if cell["cell_type"] == "code"
+    )
+    catalog = importlib.import_module(f"attn_core.i18n.{module}").CATALOG
+    fixed = [re.sub(r"\\(.)", lambda m: "\n" if m[1] == "\n" else m[1], p) for p, _ in catalog if re.escape(
+        re.sub(r"\\(.)", r"\1", p)) == p]  # fmt: skip
+    assert len(fixed) > 10
+    orphans = [text for text in fixed if not all(line in sources for line in text.split("\n"))]
+    assert not orphans, f"{module}: no notebook draws {orphans}"
