@@ -135,7 +135,8 @@ class MultiHeadLatentAttention(nn.Module):
         self.scale = self.qk_head_dim**-0.5  # the score is over nope + rope features together
         mscale_all_dim = (rope_scaling or {}).get("mscale_all_dim") or 0
         if mscale_all_dim:  # DeepSeek's yarn_apply_mscale: longer rows get a sharper softmax, g(s, m)² on the scale
-            self.scale *= _yarn_mscale(float(rope_scaling["factor"]), mscale_all_dim) ** 2
+            mscale = _yarn_mscale(float(rope_scaling["factor"]), mscale_all_dim)
+            self.scale = self.scale * mscale * mscale  # HF's order of operations: the same float
         q_out = num_heads * self.qk_head_dim
         if q_lora_rank is None:
             self.q_proj = nn.Linear(hidden_dim, q_out, bias=False)  # hidden -> H * (nope + rope)
