@@ -11,6 +11,12 @@ never sees another's tokens.
 
 One cache belongs to one attention layer; the layer calls ``cache.sequence(seq_id)`` and uses the returned
 :class:`PagedSequence` like a ``KVCache`` (``bind``, ``len``, ``update``, ``key_positions``).
+
+A model has one cache per layer, and a server wants ONE block table per sequence for all of them (block ``b`` holds
+the same tokens in every layer): ``PagedKVCache.for_layers(num_layers, block_size, num_blocks)`` builds caches on
+one :class:`BlockAllocator` (free list, reference counts, block tables); the first layer's append allocates, the
+others find the blocks in the table. ``attach(seq_id, blocks, length)`` starts a sequence on blocks that already
+hold its first tokens (a prefix-cache hit). ``attn_core.serving`` builds a serving engine on these.
 """
 
 from __future__ import annotations
