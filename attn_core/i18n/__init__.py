@@ -79,7 +79,8 @@ def set_language(lang: str) -> None:
 def _only_regular_cjk(record) -> bool:
     """Drop matplotlib's "Failed to find font weight bold for Noto Sans CJK SC" (the subset ships one weight on
     purpose: bold Chinese is drawn regular); every other font message passes."""
-    return not (record.msg.startswith("findfont: Failed to find font weight") and CJK_FONT_FAMILY in record.args)
+    message = record.msg if isinstance(record.msg, str) else ""
+    return not (message.startswith("findfont: Failed to find font weight") and CJK_FONT_FAMILY in (record.args or ()))
 
 
 @functools.cache
