@@ -150,3 +150,28 @@ def test_gpu_retries_with_smaller_tiles_when_shared_memory_is_short():
         run_with_tiles(run, 128, torch.device("cpu"))
     with pytest.raises(ValueError, match="other"):  # any other error is the caller's to see
         run_with_tiles(lambda block_size: (_ for _ in ()).throw(ValueError("other")), 64, torch.device("cuda"))
+
+
+@needs_triton
+def test_a_failing_triton_import_names_the_extra():
+    """Installed but not importable (here: the import is blocked in a fresh process): still the extra's name."""
+    stdout = run_fresh("""
+        import builtins, os
+        os.environ["TRITON_INTERPRET"] = "1"
+        real_import = builtins.__import__
+
+        def blocked(name, *args, **kwargs):
+            if name == "triton" or name.startswith("triton."):
+                raise ImportError("blocked for the test")
+            return real_import(name, *args, **kwargs)
+
+        builtins.__import__ = blocked
+        import torch
+        import attn_core as ac
+        q = torch.randn(1, 1, 4, 16)  # (B, H, L, D)
+        try:
+            ac.triton_attention(q, q, q, block_size=16)
+        except ImportError as error:
+            print("raised", '.[triton]' in str(error))
+    """)
+    assert stdout.split() == ["raised", "True"]

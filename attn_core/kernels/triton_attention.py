@@ -177,8 +177,19 @@ def run_with_tiles(run, block_size: int, device: torch.device):
             block_size //= 2
 
 
+def _kernel_module(name: str):
+    """``attn_core.kernels.<name>``, which imports triton: only now, after the checks."""
+    try:
+        return importlib.import_module(f"attn_core.kernels.{name}")
+    except ImportError as error:  # triton missing or broken, however the import was blocked
+        raise ImportError(
+            f"ac.triton_attention needs the optional triton extra: {INSTALL_HINT} (triton==3.9.0). Importing it "
+            f"failed: {error}"
+        ) from error
+
+
 def _forward(q, k, v, is_causal: bool, scale: float, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    from attn_core.kernels.flash_forward import flash_forward  # imports triton: only now
+    flash_forward = _kernel_module("flash_forward").flash_forward
 
     batch, num_heads, q_len, head_dim = q.shape
     if batch * num_heads * q_len == 0:
@@ -211,8 +222,7 @@ class TritonAttentionFunction(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         if q.numel() == 0 or k.numel() == 0 or (grad_out is None and grad_lse is None):
             return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), None, None, None
-        from attn_core.kernels.flash_backward import flash_backward  # imports triton: only now
-
+        flash_backward = _kernel_module("flash_backward").flash_backward
         q32, k32, v32, out32 = _kernel_inputs(q, k, v, out)
         if grad_out is not None:
             grad_out = grad_out.to(q32.dtype)  # (B, Hq, Lq, D)
