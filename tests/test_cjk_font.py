@@ -308,3 +308,13 @@ def test_notebook_figure_entries_name_text_the_notebooks_draw(module) -> None:
     assert len(fixed) > 10
     orphans = [text for text in fixed if not all(line in sources for line in text.split("\n"))]
     assert not orphans, f"{module}: no notebook draws {orphans}"
+
+
+def test_bold_chinese_is_drawn_regular_without_a_warning(zh, caplog) -> None:
+    """The subset ships one weight on purpose: bold labels (NaN values, diagram titles) fall back to it quietly."""
+    prop = FontProperties(weight="bold", size=13.37)  # a size no other test asked for: findfont's cache is cold
+    with caplog.at_level("WARNING", logger="matplotlib.font_manager"):
+        found = fontManager._find_fonts_by_props(prop)
+    assert Path(found[-1]).name.startswith("NotoSansCJK")
+    assert not [r for r in caplog.records if "Failed to find font weight" in r.getMessage()]
+    assert len(TextPath((0, 0), "注", size=1, prop=prop).vertices) > 20
