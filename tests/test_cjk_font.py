@@ -318,3 +318,12 @@ def test_bold_chinese_is_drawn_regular_without_a_warning(zh, caplog) -> None:
     assert Path(found[-1]).name.startswith("NotoSansCJK")
     assert not [r for r in caplog.records if "Failed to find font weight" in r.getMessage()]
     assert len(TextPath((0, 0), "注", size=1, prop=prop).vertices) > 20
+
+
+@pytest.mark.parametrize("fmt", ["svg", "pdf"])
+def test_chinese_figures_save_as_svg_and_pdf(fmt, zh) -> None:
+    """The explorers' "Save SVG" button and a learner's savefig("x.pdf") work with the fallback family."""
+    for name in ("plot_attention", "mla"):  # glyph outlines and matplotlib Text
+        buffer = io.BytesIO()
+        FIGURES[name]().savefig(buffer, format=fmt)
+        assert len(buffer.getvalue()) > 5_000
