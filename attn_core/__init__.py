@@ -50,6 +50,10 @@ from attn_core.viz.plotting import plot_attention
 # isort: split
 from attn_core.viz.localize import localize_figure
 
+# round 3 #21 printed output: localize (a message a notebook prints, e.g. a caught attn_core error, in Chinese)
+# isort: split
+from attn_core.i18n import localize
+
 # round 3 #22 long context: rope_frequencies
 # isort: split
 from attn_core.rope import rope_frequencies
@@ -107,6 +111,7 @@ __all__ = [
     "load_gemma3",
     # round 3 names (each issue adds its own below this line)
     "localize_figure",
+    "localize",
     "ServingEngine",
     "DifferentialAttention",
     "rope_frequencies",

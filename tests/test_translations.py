@@ -483,6 +483,12 @@ def test_string_literals_are_translated_as_tokens_keeping_their_fields(tree) -> 
     assert ("string key", "c2") in {(issue.kind, issue.cell) for issue in errors(tree)}
 
 
+def test_a_table_header_field_is_text() -> None:
+    build.check_string("f\"{'batch':>5} | {n}\"", "f\"{'批量':>5} | {n}\"")  # a constant field: words may change
+    with pytest.raises(build.BuildError, match="must keep exactly its"):
+        build.check_string("f\"{'batch':>5} | {n}\"", "f\"{'批量':>6} | {n}\"")  # its format spec may not
+
+
 def test_word_diff() -> None:
     old = "one two three four five six seven eight nine ten eleven twelve"
     new = "one two three four five six SEVEN eight nine ten eleven twelve"

@@ -245,10 +245,20 @@ def _literal(text: str) -> ast.expr | None:
 
 
 def _fields(node: ast.expr) -> list[str]:
-    """An f-string's ``{…}`` fields (expression, conversion, format spec), sorted: what a translation must keep."""
+    """An f-string's ``{…}`` fields (expression, conversion, format spec), sorted: what a translation must keep.
+
+    A field that is itself a string constant (a table header such as ``{'batch':>5}``) is text, not code: its
+    words may be translated, its format spec may not.
+    """
     if isinstance(node, ast.Constant):
         return []
-    return sorted(ast.dump(value) for value in node.values if isinstance(value, ast.FormattedValue))
+    fields = []
+    for value in node.values:
+        if isinstance(value, ast.FormattedValue):
+            if isinstance(value.value, ast.Constant) and isinstance(value.value.value, str):
+                value = ast.FormattedValue(ast.Constant("<text>"), value.conversion, value.format_spec)
+            fields.append(ast.dump(value))
+    return sorted(fields)
 
 
 def check_string(english: str, chinese: str) -> None:
