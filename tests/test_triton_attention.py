@@ -1,9 +1,12 @@
 """ac.triton_attention under Triton's interpreter (CPU) against float64 references: values, lse and gradients.
 
 TRITON_INTERPRET=1 must be in the environment before triton is first imported in this process. It is set
-below at import time: pytest (and every pytest-xdist worker) imports all test modules while collecting,
-before any test runs, and no module imports triton at import time (``torch.compile`` in other test files
-imports it only when a test runs). So triton, whoever imports it first in this process, sees the variable.
+below at import time, but that is not always first: pytest (and every pytest-xdist worker) imports all test
+modules while collecting, in file order, and ``import torch._dynamo`` or a ``transformers`` model module at the
+top of an earlier test file imports triton (tests/test_compressed_attention.py does). The robust place is the
+top of tests/conftest.py. Until then, ``_interpreter_triton()`` below re-imports triton's Python modules (its
+compiled extension ``triton._C`` stays loaded: it cannot be loaded twice) when an earlier import left them
+compiled for a GPU; the code under test is unchanged and still raises on that state (test_triton_attention_errors.py).
 
 Tolerances are derived, not tuned. With unit roundoff ``u_p`` of the dtype P (and dS) are rounded to before
 a ``tl.dot`` (2⁻¹¹ float16, 2⁻²⁴ float32; bfloat16 is computed as float32 under the interpreter), ``u_o``
@@ -16,8 +19,22 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import sys
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton (see the module docstring)
+
+
+def _interpreter_triton() -> None:
+    """If triton was imported before TRITON_INTERPRET was set, import its Python modules again under it."""
+    language = sys.modules.get("triton.language")
+    if language is None or type(language.max).__name__ == "InterpretedFunction":
+        return  # not imported yet (it will see the variable), or already under the interpreter
+    for name in [name for name in sys.modules if name.split(".")[0] == "triton" and not name.startswith("triton._C")]:
+        del sys.modules[name]
+    import triton.language  # noqa: F401  (now decorated for the interpreter)
+
+
+_interpreter_triton()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
