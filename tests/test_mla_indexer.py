@@ -179,3 +179,19 @@ def test_a_mask_that_varies_over_heads_is_refused():
         layer(x, per_head)
     with pytest.raises(ValueError, match="does not broadcast"):
         layer(x, torch.ones(3, 3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize(("window", "num_sinks"), [(4, 0), (3, 1)])
+@pytest.mark.parametrize("chunks", [[1] * 10, [4, 1, 3, 2]])
+def test_window_cache_decoding_equals_the_masked_full_pass(window, num_sinks, chunks):
+    """A KVCache(window, num_sinks) holds the index keys too: the indexer picks among the keys the window
+    keeps (slots out of order once the ring wraps), exactly as the full pass under the same mask."""
+    layer = make_layer(topk=2, seed=10)
+    x = randn(1, 10, HIDDEN, seed=11)  # (B, L, hidden)
+    sinks = (torch.arange(10) < num_sinks) & ac.causal_mask(10)  # (L, L)
+    full, _ = layer(x, ac.sliding_window_mask(10, window) | sinks)
+    cache, outs, start = ac.KVCache(window=window, num_sinks=num_sinks), [], 0
+    for n in chunks:
+        outs.append(layer(x[:, start : start + n], is_causal=True, cache=cache)[0])
+        start += n
+    torch.testing.assert_close(torch.cat(outs, 1), full, rtol=0, atol=1e-12)
