@@ -122,6 +122,8 @@ def main() -> None:
             part = json.loads(path.read_text(encoding="utf-8"))
             for key in ("accuracy", "final_loss", "parameters"):
                 merged[key].update(part[key])
+        for key in ("accuracy", "final_loss", "parameters"):  # in MIXERS' order, whatever the files' order
+            merged[key] = {name: merged[key][name] for name in MIXERS if name in merged[key]}
         args.out.write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
         return
     torch.set_num_threads(1)
