@@ -11,6 +11,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import DiffLlamaConfig
 from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention
 
@@ -141,6 +143,28 @@ def test_equals_the_contract_formula(heads, kv_heads):
     out, weights = layer(x, is_causal=True)
     torch.testing.assert_close(out, contract_by_hand(layer, x), **TOL64)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, heads, 5, dtype=F64), **TOL64)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    kv_pairs=st.integers(1, 2),
+    group=st.integers(1, 3),
+    length=st.integers(1, 6),
+    layer_idx=st.integers(0, 12),
+    seed=st.integers(0, 10_000),
+)
+def test_property_equals_the_contract_formula(kv_pairs, group, length, layer_idx, seed):
+    kv_heads = 2 * kv_pairs
+    heads = kv_heads * group
+    if heads % 2:
+        heads, group = 2 * heads, 2 * group
+    torch.manual_seed(seed)
+    layer = ac.DifferentialAttention(heads * 4, heads, kv_heads, head_dim=4, rope_base=10000.0, layer_idx=layer_idx)
+    layer = layer.to(F64)
+    x = randn(1, length, heads * 4, seed=seed)
+    out, weights = layer(x, is_causal=True)
+    torch.testing.assert_close(out, contract_by_hand(layer, x), **TOL64)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(1, heads, length, dtype=F64), **TOL64)
 
 
 def test_lambda_init_and_state_dict():
