@@ -217,3 +217,17 @@ def test_bad_sinks_raise(sinks, error, match):
 def test_sinks_flag_must_be_a_bool(value):
     with pytest.raises(TypeError, match="sinks must be True or False"):
         ac.GroupedQueryAttention(16, 2, 1, sinks=value)
+
+
+@pytest.mark.parametrize("cache_kwargs", [{"window": 3, "num_sinks": 1}, {"window": 4}], ids=["window+sinks", "window"])
+def test_sinks_and_gate_with_a_streaming_cache_one_pass_equals_token_by_token(cache_kwargs):
+    """KVCache(window, num_sinks) keeps real first tokens; the learned sink logit still joins every row."""
+    torch.manual_seed(2)
+    layer = ac.GroupedQueryAttention(16, 2, 1, rope_base=10000.0, sinks=True, output_gate=True).to(F64).eval()
+    torch.nn.init.normal_(layer.sinks)
+    x = randn(1, 9, 16, seed=12)
+    one_pass, weights = layer(x, is_causal=True, cache=ac.KVCache(**cache_kwargs))
+    cache = ac.KVCache(**cache_kwargs)
+    steps = [layer(x[:, i : i + 1], cache=cache)[0] for i in range(9)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), one_pass, **TOL64)
+    assert (weights.sum(-1) < 1).all()
