@@ -51,6 +51,7 @@ GLOSSARY = [
         "KV 缓存",
     ),
     Rule(r"(?:kv|Kv|kV|K/V) ?头|KV头", "KV 头", "one form for a key/value head", "KV 头"),
+    Rule(r"(?<=[\u4e00-\u9fff])KV (?=[缓头])", "的 KV 缓存", "a space between Chinese and KV", " KV "),
     Rule(r"基数(?!树)", "底数 (RoPE's base θ)", "基数 is cardinality; 基数树 (radix tree) is fine", "底数"),
     Rule(r"\s*\bet al\.'s", "等人的", "one form for et al.", " 等人的"),
     Rule(r"\s*\bet al\.", "等人", "one form for et al.", " 等人"),
@@ -143,6 +144,7 @@ def test_the_rules() -> None:
     assert fix_text("Ainslie 等，2023；Yang et al.'s µP") == "Ainslie 等人，2023；Yang 等人的 µP"
     assert fix_text("键值缓存与 kv 头、K/V 头、KV头") == "KV 缓存与 KV 头、KV 头、KV 头"
     assert fix_text("RoPE 基数 10 000；基数树") == "RoPE 底数 10 000；基数树"
+    assert fix_text("估算真实模型的键值缓存") == "估算真实模型的 KV 缓存"
     assert fix_text("悄无声息的 bug：它悄无声息地错了") == "静默错误：它静默地错了"
     assert fix_text("注意力汇聚点和 KV 缓存、KV 头") == "注意力汇聚点和 KV 缓存、KV 头"  # already right: unchanged
     assert not violations([("x", "注意力汇聚点（attention sink）、KV 缓存、KV 头、底数、等人、静默错误、预填充")])
