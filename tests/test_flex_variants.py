@@ -104,3 +104,10 @@ def test_reference_fully_masked_row_is_zero(qkv):
 def test_bad_arguments(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_flex_attention_has_no_backward_on_cpu():
+    """What notebook 12c tells learners: FlexAttention runs forward on CPU, never backward."""
+    q = randn(1, 1, 4, 4).requires_grad_()
+    with pytest.raises(NotImplementedError, match="backward on CPU"):
+        flex(q, q, q)
