@@ -16,6 +16,10 @@ loss and accuracy (the queried values only), the first-token share of every head
 key 0, notebook 11's measure), the learned sink's share (``sink`` only: 1 − row sum) and the largest absolute
 activation of the residual stream per layer.
 
+``--gemma`` adds the same two measures on Gemma 3 270M (``ac.load_gemma3()``, notebook 11's ``<bos>`` share per layer
+and head; the residual stream's largest absolute value after each block, through forward hooks) over the first 400
+tokens of ``data/streaming_text.txt``, stored under ``"gemma3"`` in the same JSON (the training runs are kept).
+
 Same seeds, data and steps for every variant (``train_lm`` seeds the initial weights with ``seed`` and the batches
 with ``seed + 1``). Run: ``python benchmarks/train_sink_variants.py`` (12 runs of 500 steps, 2-6 minutes on an idle
 2-core machine, much longer under load); writes ``images/sink_variants.json``. ``--quick`` runs 1 seed x 20 steps
@@ -113,13 +117,42 @@ def run(seeds: int, steps: int) -> dict:
     }
 
 
+def gemma3_measures(num_tokens: int = 400) -> dict:
+    """<bos> share per layer and head (notebook 11's measure) and max |residual| after each block, on Gemma 3."""
+    lm = ac.load_gemma3()
+    text = (Path(__file__).resolve().parents[1] / "data" / "streaming_text.txt").read_text()
+    ids = torch.tensor([lm.encode(text)[:num_tokens]])  # (1, L): <bos> first
+    peaks = []
+    hooks = [
+        layer.register_forward_hook(lambda module, args, output: peaks.append(output[0].abs().max().item()))
+        for layer in lm.layers
+    ]
+    with torch.no_grad():
+        _, maps = lm(ids, return_attention=True)  # layers x (1, H, L, L)
+    for hook in hooks:
+        hook.remove()
+    return {
+        "model": "Gemma 3 270M (ac.load_gemma3)",
+        "tokens": int(ids.shape[1]),
+        "bos_share": [w[0, :, 1:, 0].mean(-1).tolist() for w in maps],  # (layers, H): queries 1..L-1, key 0
+        "residual_max": peaks,  # (layers,): after each block
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--quick", action="store_true", help="1 seed x 20 steps, nothing written")
+    parser.add_argument("--gemma", action="store_true", help="only add Gemma 3's measures to the existing JSON")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.gemma:
+        result = json.loads(OUT.read_text())
+        result["gemma3"] = gemma3_measures()
+        OUT.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote Gemma 3's measures into {OUT}")
+        return
     start = time.perf_counter()
     result = run(1, 20) if args.quick else run(args.seeds, args.steps)
     print(f"total {time.perf_counter() - start:.0f} s")

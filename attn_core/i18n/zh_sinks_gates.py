@@ -80,3 +80,15 @@ CATALOG = [
         "每行留给真实键的权重在 {lo} 到 {hi} 之间；汇聚点平均分走 {mean}。",
     ),
 ]
+
+CATALOG += exact(
+    {
+        "<bos> share per layer (mean of 4 heads; G = global)": "每层给 <bos> 的注意力份额（4 个头的平均；G = 全局层）",
+        "heads above 0.5:": "份额超过 0.5 的头：",
+        "max |residual| after blocks 0, 5, 11, 17:": "第 0、5、11、17 块之后的最大 |残差|：",
+        "share of attention on <bos>": "<bos> 上的注意力份额",
+        "max |residual|": "最大 |残差|",
+        "largest residual activation": "残差流中最大的激活值",
+        "Gemma 3 270M, 400 tokens (orange: global layers)": "Gemma 3 270M，400 个词元（橙色：全局层）",
+    }
+)
