@@ -90,8 +90,9 @@ def hf_twin(layer: ac.CompressedAttention) -> hf_v4.DeepseekV4Attention:
         compress_rates={"compressed_sparse_attention": rate, "heavily_compressed_attention": rate},
         layer_types=[layer.layer_type],
         num_hidden_layers=1,
-        rope_theta=layer.rope_base,  # "main"
-        compress_rope_theta=layer.rope_base,  # "compress": the layer type's own base
+        # the layer's base is its type's: "main" for a window-only layer, "compress" for HCA/CSA; the other differs
+        rope_theta=layer.rope_base if layer.compressor is None else 10000.0,
+        compress_rope_theta=layer.rope_base if layer.compressor is not None else 160000.0,
         **INDEX,
     )
     config._attn_implementation = "eager"
@@ -103,12 +104,13 @@ def hf_twin(layer: ac.CompressedAttention) -> hf_v4.DeepseekV4Attention:
 def hf_forward(hf, x: torch.Tensor, window: int, base: float):
     length = x.shape[1]
     positions = torch.arange(length)[None].expand(x.shape[0], -1)  # (B, L)
-    cos_sin = rotary64(hf_v4.DeepseekV4RotaryEmbedding(hf.config), x, positions, "main")
+    rotary = hf_v4.DeepseekV4RotaryEmbedding(hf.config)
+    cos_sin = {kind: rotary64(rotary, x, positions, kind) for kind in ("main", "compress")}  # two bases
     query, key = torch.arange(length)[:, None], torch.arange(length)[None]  # (L, 1), (1, L)
     allowed = (key <= query) & (query - key < window)  # (L, L): HF's sliding-window causal mask
     additive = torch.zeros(length, length, dtype=F64).masked_fill(~allowed, -math.inf)  # (L, L)
     mask = additive[None, None].expand(x.shape[0], 1, -1, -1)  # (B, 1, L, L)
-    return hf(x, {"main": cos_sin, "compress": cos_sin}, positions, mask)
+    return hf(x, cos_sin, positions, mask)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -124,6 +126,15 @@ def test_matches_hugging_face_deepseek_v4(kind, length, window, exact_hf):
     torch.testing.assert_close(out, expected_out, rtol=0, atol=1e-12)
     torch.testing.assert_close(weights, expected_weights, rtol=0, atol=1e-12)
     assert bool((weights.sum(-1) < 1).all())  # the sink takes the rest
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_layer_type_base_is_the_one_hugging_face_uses(kind, exact_hf):
+    """V4's compressed layers rotate with the "compress" base (160000 in V4), window-only ones with "main"."""
+    layer = make_layer(kind, window=4, seed=12, rope_base=160000.0 if kind != "sliding_attention" else 10000.0)
+    x = randn(1, 12, HIDDEN, seed=13)  # (B, L, hidden)
+    expected, _ = hf_forward(hf_twin(layer), x, 4, layer.rope_base)
+    torch.testing.assert_close(layer(x)[0], expected, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
