@@ -166,7 +166,6 @@ CATALOG = [
             "square, no mask": "方阵，无掩码",
             "GQA chunk, causal": "GQA 分块，因果",
             "Lq > Lk, causal (blind queries)": "Lq > Lk，因果（有看不到任何键的查询）",
-            "one tile of 32": "一个 32 的分块",
         }
     ),
     (
