@@ -19,6 +19,7 @@ Grouped by what they are for:
 - ``models/``    real pretrained weights in our layers (``load_minilm``, ``load_gemma3``), generation
 - ``viz/``       plots and explorers (``plot_attention``, widgets, tiles, head view)
 - ``exercises/`` the ``check_…`` functions behind the notebooks' exercises
+- ``kernels/``   ``triton_attention``: FlashAttention-2 in Triton (the optional ``triton`` extra; imported lazily)
 """
 
 from attn_core.attention import scaled_dot_product_attention
