@@ -45,6 +45,8 @@ CATALOG = [
             "token budget per step": "每步词元预算",
             "mean TTFT (steps)": "平均 TTFT（步）",
             "mean TPOT (steps)": "平均 TPOT（步）",
+            "mean TPOT (CPU ms)": "平均 TPOT（CPU 毫秒）",
+            "longest step (CPU ms)": "最长的一步（CPU 毫秒）",
             "✅ engine == generate, token for token": "✅ 引擎 == generate，逐词元一致",
             "✅ a shared system prompt is computed once": "✅ 共享的系统提示只计算一次",
             "✅ preempted requests still get generate's tokens": "✅ 被抢占的请求仍得到与 generate 相同的词元",
