@@ -7,6 +7,9 @@ One concept per module:
 - ``rope``       rotary position embeddings: apply_rope, rope_angles
 - ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention (``rope_base=`` for RoPE)
 - ``latent_attention``  MultiHeadLatentAttention: DeepSeek's MLA, a small latent cached per token
+  (``index_topk=``: DeepSeek-V3.2's sparse attention, the ``lightning_indexer`` picking each query's top-k keys)
+- ``sparse_attention``  sparse_attention: each query attends only to its listed keys, gathered (no (Lq, Lk) matrix)
+- ``compressed_attention``  CompressedAttention + CompressedKVCache: DeepSeek-V4's layer (window, HCA, CSA)
 - ``kv_cache``   KVCache for token-by-token decoding (``window=``, ``num_sinks=``: a bounded ring buffer)
 - ``paged_cache`` PagedKVCache: fixed-size blocks from a shared pool, prefixes shared copy-on-write
 - ``tiled``      tiled_attention: FlashAttention's forward pass, the weights never stored
