@@ -6,6 +6,9 @@ One concept per module:
 - ``masks``      boolean mask factories (True = may attend) and converters
 - ``rope``       rotary position embeddings: apply_rope, rope_angles
 - ``layers``     MultiHeadAttention / GroupedQueryAttention / MultiQueryAttention (``rope_base=`` for RoPE)
+  (``output_gate=``: Qwen3-Next's sigmoid gate; ``sinks=``: gpt-oss's learned sink logits)
+- ``differential_attention``  DifferentialAttention: DiffLlama's two softmax maps subtracted per head pair
+- ``flex_variants``  attention variants as FlexAttention score_mod / mask_mod functions (imported on demand)
 - ``latent_attention``  MultiHeadLatentAttention: DeepSeek's MLA, a small latent cached per token
   (``index_topk=``: DeepSeek-V3.2's sparse attention, the ``lightning_indexer`` picking each query's top-k keys)
 - ``sparse_attention``  sparse_attention: each query attends only to its listed keys, gathered (no (Lq, Lk) matrix)
