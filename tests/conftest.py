@@ -8,6 +8,10 @@ the first call of a torch op can be slow, and a timing limit would only add flak
 import os
 from pathlib import Path
 
+# Before anything imports triton (torch._dynamo and transformers' model modules do): ac.triton_attention's CPU tests
+# run on Triton's interpreter, which must be chosen before triton's first import in each test process.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 import matplotlib
 
 matplotlib.use("Agg")
