@@ -18,7 +18,7 @@ from attn_core.attention import check_qkv, check_scale, default_scale
 __all__ = ["sparse_attention", "check_indices"]
 
 
-def check_indices(indices: object, batch: int, q_len: int, k_len: int) -> torch.Tensor:
+def check_indices(indices: object, batch: int, q_len: int, k_len: int, *, device=None) -> torch.Tensor:
     """Validate ``indices (B, Lq, n)``: integers in ``[-1, Lk)``, each key at most once per row. Returns int64."""
     if not isinstance(indices, torch.Tensor):
         raise TypeError(f"indices must be an integer torch.Tensor (B, Lq, n), got {type(indices).__name__}.")
@@ -32,6 +32,8 @@ def check_indices(indices: object, batch: int, q_len: int, k_len: int) -> torch.
             f"indices must have shape (B, Lq, n) = ({batch}, {q_len}, n), one row of key positions per query "
             f"(shared by every head), got {tuple(indices.shape)}."
         )
+    if device is not None and indices.device != torch.device(device):
+        raise ValueError(f"indices are on {indices.device} but q, k, v on {device}: move them with .to(q.device).")
     indices = indices.long()  # (B, Lq, n)
     if indices.numel():
         low, high = int(indices.min()), int(indices.max())
@@ -79,7 +81,7 @@ def sparse_attention(
         raise ValueError(f"sparse_attention takes q (B, H, Lq, D), k and v with 4 dims, got q {tuple(q.shape)}.")
     batch, num_heads, q_len, head_dim = q.shape
     num_kv_heads, k_len, v_dim = k.shape[1], k.shape[2], v.shape[-1]
-    indices = check_indices(indices, batch, q_len, k_len)  # (B, Lq, n) int64
+    indices = check_indices(indices, batch, q_len, k_len, device=q.device)  # (B, Lq, n) int64
     n = indices.shape[-1]
     scale = default_scale(head_dim) if scale is None else scale
 

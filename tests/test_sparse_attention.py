@@ -130,3 +130,9 @@ def test_bad_q_k_v_are_refused():
     with pytest.raises(ValueError, match="4 dims"):
         ac.sparse_attention(q, k, v, torch.zeros(1, 3, 1, dtype=torch.long))
     assert q.dtype == F64
+
+
+def test_indices_on_another_device_are_refused():
+    q, k, v = make_qkv((1,), 1, 1, 2, 3, 4, 4, seed=0)
+    with pytest.raises(ValueError, match="move them"):
+        ac.sparse_attention(q, k, v, torch.zeros(1, 2, 1, dtype=torch.long, device="meta"))
