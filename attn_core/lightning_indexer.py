@@ -108,7 +108,7 @@ class LightningIndexer(nn.Module):
         """Scores of queries ``x (B, Lq, hidden)`` against ``keys (B, Lk, D)`` and their top-k.
 
         ``visible`` boolean broadcastable to ``(B, Lq, Lk)``; ``positions`` the queries' ``(Lq,)`` or ``(B, Lq)``.
-        Used by :class:`MultiHeadLatentAttention`, whose keys come from its cache."""
+        Used by :meth:`pick` (an MLA layer, whose keys come from its cache) and by :meth:`forward`."""
         batch, q_len, _ = x.shape
         q = self.wq_b(q_latent).view(batch, q_len, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, Lq, D)
         q_positions = positions if positions.ndim == 1 else positions[:, None]  # (Lq,) or (B, 1, Lq)
