@@ -135,6 +135,8 @@ class GatedDeltaNet(nn.Module):
         padded = torch.cat([past, mixed], dim=-1)  # (B, C, K-1+L)
         if cache is not None:
             cache.conv_state = padded[:, :, padded.shape[-1] - left :].clone()  # (B, C, K-1) for the next call
+        if mixed.shape[-1] == 0:  # no tokens: nothing to convolve (conv1d refuses an input shorter than K)
+            return mixed  # (B, C, 0)
         return F.silu(F.conv1d(padded, self.conv1d.weight, groups=channels))  # (B, C, L)
 
     def state_update(self, q, k, v, g, beta, state):

@@ -164,3 +164,19 @@ def test_bad_x_shape(shape):
     layer = ac.GatedDeltaNet(HIDDEN, **SIZES)
     with pytest.raises(ValueError, match=rf"x must be \(B, L, hidden_dim={HIDDEN}\)"):
         layer(torch.zeros(shape))
+
+
+def test_attention_layers_refuse_a_linear_attention_cache():
+    layer = ac.GroupedQueryAttention(HIDDEN, 4, 2)
+    with pytest.raises(TypeError, match="KVCache"):
+        layer(torch.randn(1, 3, HIDDEN), cache=ac.LinearAttentionCache())
+
+
+def test_empty_and_repr():
+    cache = ac.LinearAttentionCache()
+    assert repr(cache) == "LinearAttentionCache(empty)"
+    layer = ac.GatedDeltaNet(HIDDEN, **SIZES)
+    with torch.no_grad():
+        out = layer(torch.zeros(2, 0, HIDDEN), cache=cache)  # (B, 0, hidden): nothing to mix
+    assert out.shape == (2, 0, HIDDEN) and len(cache) == 0
+    assert cache.nbytes == 2 * (CONV_DIM * (K - 1) + HV * DK * DV) * 4 and "tokens=0" in repr(cache)
