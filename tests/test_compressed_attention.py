@@ -15,6 +15,8 @@ import math
 import pytest
 import torch
 import transformers.models.deepseek_v4.modeling_deepseek_v4 as hf_v4
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reference import F64, randn
 from transformers.models.deepseek_v4.configuration_deepseek_v4 import DeepseekV4Config
 
@@ -273,3 +275,22 @@ def test_bad_inputs_are_refused():
         make_layer("heavily_compressed_attention")(randn(1, 1, HIDDEN), cache=cache)
     with pytest.raises(ValueError, match="batch"):
         layer(randn(2, 1, HIDDEN), cache=cache)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    kind=st.sampled_from(list(KINDS)),
+    cuts=st.lists(st.integers(1, 15), min_size=1, max_size=5, unique=True),
+    window=st.integers(1, 6),
+)
+def test_any_chunking_decodes_as_the_full_pass(kind, cuts, window):
+    """Metamorphic: split 16 tokens anywhere (prefill, single steps, chunks that close several windows)."""
+    layer = make_layer(kind, window=window, seed=14, **({"index_n_heads": 16} if layer_kind_is_csa(kind) else {}))
+    x = randn(1, 16, HIDDEN, seed=15)  # (B, L, hidden)
+    if layer_kind_is_csa(kind):
+        assert_no_tie_at_the_kth_place(layer, x)
+    full, _ = layer(x)
+    cache, outs, bounds = ac.CompressedKVCache(), [], [0, *sorted(cuts), 16]
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        outs.append(layer(x[:, start:stop], cache=cache)[0])
+    torch.testing.assert_close(torch.cat(outs, 1), full, rtol=0, atol=1e-12)
