@@ -195,3 +195,14 @@ def test_window_cache_decoding_equals_the_masked_full_pass(window, num_sinks, ch
         outs.append(layer(x[:, start : start + n], is_causal=True, cache=cache)[0])
         start += n
     torch.testing.assert_close(torch.cat(outs, 1), full, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("absorb", [False, True])
+def test_future_tokens_never_change_past_outputs(absorb):
+    layer = make_layer(topk=3, seed=12)
+    x = randn(1, 10, HIDDEN, seed=13)  # (B, L, hidden)
+    changed = x.clone()
+    changed[:, 6:] = randn(1, 4, HIDDEN, seed=14)  # (B, 4, hidden): a different future
+    out, _ = layer(x, is_causal=True, absorb=absorb)
+    out_changed, _ = layer(changed, is_causal=True, absorb=absorb)
+    torch.testing.assert_close(out_changed[:, :6], out[:, :6], rtol=0, atol=1e-12)
