@@ -33,6 +33,7 @@ from pathlib import Path  # noqa: E402
 
 import nbformat  # noqa: E402
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
@@ -44,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HF_FILE = ROOT / "data" / "gemma3_reference_hf.safetensors"
 GGUF_FILE = ROOT / "data" / "gemma3_reference_gguf_tensors.json"
 NOTEBOOK = ROOT / "notebooks" / "11_real_decoder_gemma3.ipynb"
+NOTEBOOK_MAPS = ROOT / "notebooks" / "11b_gemma3_attention_maps.ipynb"  # reads the stored window mask
 REGENERATE = os.environ.get("ATTN_CORE_REGENERATE_REFERENCE") == "1"
 
 PROMPT = "The capital of France is Paris, and the capital of Germany is"  # notebook 11, section 2
@@ -165,11 +167,12 @@ def test_stored_gguf_table_equals_the_packaged_file():
     assert len(stored["tensors"]) == 236 and sum(t["elements"] for t in stored["tensors"]) == 268_098_176
 
 
-def test_notebook_11_reads_the_stored_references_on_one_thread():
-    """The notebook compares with the stored files, imports no transformers, and never sets 2 threads (under
+@pytest.mark.parametrize("notebook", [NOTEBOOK, NOTEBOOK_MAPS], ids=lambda path: path.stem)
+def test_notebook_11_reads_the_stored_references_on_one_thread(notebook):
+    """Notebooks 11 and 11b compare with the stored files, import no transformers, and never set 2 threads (under
     load, OpenMP's spinning workers made 8 greedy tokens 10x slower on 2 threads than on 1)."""
-    code = "\n".join(cell.source for cell in nbformat.read(NOTEBOOK, 4).cells if cell.cell_type == "code")
-    assert HF_FILE.name in code and GGUF_FILE.name in code
+    code = "\n".join(cell.source for cell in nbformat.read(notebook, 4).cells if cell.cell_type == "code")
+    assert HF_FILE.name in code and (notebook != NOTEBOOK or GGUF_FILE.name in code)
     assert not re.search(r"^\s*(import|from)\s+(transformers|gguf)\b", code, flags=re.MULTILINE)
     assert "hugging_face_gemma3" not in code and "GGUFReader" not in code
     assert "set_num_threads(1)" in code and "set_num_threads(2)" not in code

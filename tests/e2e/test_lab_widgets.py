@@ -34,7 +34,7 @@ CORE_NOTEBOOKS = {
     "05_masks_and_dropout.ipynb": "masks",
     "06_rotary_position_embeddings.ipynb": "rope",
     "09_multi_head_latent_attention.ipynb": "mla_cache",
-    "11_real_decoder_gemma3.ipynb": "decoder",
+    "11b_gemma3_attention_maps.ipynb": "decoder",
     "12_backward_and_training.ipynb": "training",
 }
 
