@@ -63,7 +63,7 @@ from attn_core.i18n import localize
 
 # round 3 #22 long context: rope_frequencies
 # isort: split
-from attn_core.rope import rope_frequencies
+from attn_core.rope_scaling import rope_frequencies
 
 # isort: split
 
