@@ -184,9 +184,11 @@ def plot_state_vs_kv(memory: dict) -> Figure:
 def plot_recall(results: dict) -> Figure:
     """Associative-recall accuracy against the number of pairs, one line per mixer (benchmarks/train_recall.py)."""
     figure, ax = _axes("Associative recall after training", "key-value pairs in the context", "accuracy")
-    for name, by_pairs in results["accuracy"].items():
+    markers = "osD^v"  # lines that coincide (several at 1.0) stay visible through their markers
+    for index, (name, by_pairs) in enumerate(results["accuracy"].items()):
         pairs = sorted(int(p) for p in by_pairs)
-        ax.plot(pairs, [by_pairs[str(p)] for p in pairs], marker="o", label=localize(name))
-    ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=9)
+        ax.plot(pairs, [by_pairs[str(p)] for p in pairs], marker=markers[index % 5], markersize=9 - 1.5 * index,
+                label=localize(name))  # fmt: skip
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=9, loc="lower left")
     return figure
