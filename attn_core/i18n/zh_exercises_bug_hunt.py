@@ -267,7 +267,7 @@ CATALOG = [
         r"Each layout works with weights in its own order, so the model runs, and every score is silently wrong\.",
         "你的旋转把特征 (2i, 2i+1) 配成一对，这是 RoFormer 论文和 Meta 原版 Llama 代码的交错（interleaved）布局；"
         "这里的权重（与 Hugging Face 的 Llama 一样）要求 (i, i + d/2) 配对。每种布局只适用于按它自己的顺序排列的"
-        "权重，所以模型照样能跑，每个分数却都悄无声息地错了。",
+        "权重，所以模型照样能跑，每个分数却都静默地错了。",
     ),
     (r"your function returns x unrotated\.", "你的函数返回的是没有旋转的 x。"),
     (r"you rotate by -angle: sin has the wrong sign\.", "你转的是 -angle：sin 的符号反了。"),

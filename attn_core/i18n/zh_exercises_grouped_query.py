@@ -42,7 +42,7 @@ CATALOG = [
         r"Query heads that share a kv head are consecutive: h // \(num_heads // num_kv_heads\) "
         rf"gives (?P<expected>{_LIST})\.",
         _MAP_WHERE_ZH + "你返回了 {values}：这是 `repeat` 的平铺顺序（h % num_kv_heads）。"
-        "共享同一个 kv 头的查询头是相邻的：h // (num_heads // num_kv_heads) 得到 {expected}。",
+        "共享同一个 KV 头的查询头是相邻的：h // (num_heads // num_kv_heads) 得到 {expected}。",
     ),
     (
         rf"{_MAP_WHERE} you returned (?P<values>{_LIST}): you divided by num_kv_heads\. Divide by the group size "
@@ -64,7 +64,7 @@ CATALOG = [
         r"(?P<kv_heads>\d+) kv heads num_heads = (?P<heads2>\d+) times\. Repeat each by the group size "
         r"num_heads // num_kv_heads = (?P<group>\d+), so that (?P<kv_heads2>\d+) x (?P<group2>\d+) = "
         r"(?P<heads3>\d+) heads\.",
-        _KV_WHERE_ZH + "形状应为 {expected}，你得到的是 {got}：你把 {kv_heads} 个 kv 头各重复了 "
+        _KV_WHERE_ZH + "形状应为 {expected}，你得到的是 {got}：你把 {kv_heads} 个 KV 头各重复了 "
         "num_heads = {heads2} 次。应该各重复组大小 num_heads // num_kv_heads = {group} 次，"
         "这样 {kv_heads2} x {group2} = {heads3} 个头。",
     ),
@@ -81,14 +81,14 @@ CATALOG = [
         rf"{_KV_WHERE} your heads come in the tiling order of `repeat` \(kv heads (?P<order>{_LIST})\)\. "
         r"Same shape, no error, wrong numbers: query head h must read kv head h // (?P<group>\d+), "
         rf"i\.e\. kv heads (?P<right>{_LIST})\. Use repeat_interleave\(group, dim=1\)\.",
-        _KV_WHERE_ZH + "你的各头是按 `repeat` 的平铺顺序排列的（kv 头 {order}）。"
-        "形状相同，没有报错，数值却是错的：查询头 h 必须读取 kv 头 h // {group}，"
-        "即 kv 头 {right}。请用 repeat_interleave(group, dim=1)。",
+        _KV_WHERE_ZH + "你的各头是按 `repeat` 的平铺顺序排列的（KV 头 {order}）。"
+        "形状相同，没有报错，数值却是错的：查询头 h 必须读取 KV 头 h // {group}，"
+        "即 KV 头 {right}。请用 repeat_interleave(group, dim=1)。",
     ),
     (
         rf"{_KV_WHERE} the shape is right but the numbers are not: output head h must be an exact copy "
         r"of kv head h // (?P<group>\d+)\.",
-        _KV_WHERE_ZH + "形状对了，数值却不对：输出的头 h 必须是 kv 头 h // {group} 的精确拷贝。",
+        _KV_WHERE_ZH + "形状对了，数值却不对：输出的头 h 必须是 KV 头 h // {group} 的精确拷贝。",
     ),
     # ---- exercise 3: KV-cache bytes from a config
     (
@@ -111,7 +111,7 @@ CATALOG = [
     ),
     (
         r"you used num_attention_heads: that is the MHA cache\. Only the num_key_value_heads kv heads are cached\.",
-        "你用了 num_attention_heads：那是 MHA 的缓存。缓存的只有 num_key_value_heads 个 kv 头。",
+        "你用了 num_attention_heads：那是 MHA 的缓存。缓存的只有 num_key_value_heads 个 KV 头。",
     ),
     (
         r"too small by 2: the cache holds keys AND values, two tensors per layer\.",
@@ -143,7 +143,7 @@ CATALOG = [
         r"got (?P<got>.+?)\. Bytes = 2 \(K and V\) x layers x kv heads x head_dim x tokens x batch "
         r"x bytes per element, with head_dim = config\.get\('head_dim', hidden_size // num_attention_heads\)\.",
         "在 {config} 上，seq_len={seq_len}、batch_size={batch} 时应为 {expected} 字节，你得到的是 {got}。"
-        "字节数 = 2（K 和 V）x 层数 x kv 头数 x head_dim x 词元数 x 批次 x 每个元素的字节数，"
+        "字节数 = 2（K 和 V）x 层数 x KV 头数 x head_dim x 词元数 x 批次 x 每个元素的字节数，"
         "其中 head_dim = config.get('head_dim', hidden_size // num_attention_heads)。",
     ),
     # ---- exercise 4: from GQA back to MHA
@@ -170,8 +170,8 @@ CATALOG = [
     (
         rf"{_ROLE}: your head blocks come in the tiling order of `repeat` \(kv heads 0,1,\.\.,0,1,\.\.\)\. "
         r"MHA head h must copy kv head h // (?P<group>\d+): repeat each head's block of rows, consecutively\.",
-        "{role}：你的各个头块是按 `repeat` 的平铺顺序排列的（kv 头 0,1,..,0,1,..）。"
-        "MHA 的头 h 必须复制 kv 头 h // {group}：把每个头的行块连续地重复。",
+        "{role}：你的各个头块是按 `repeat` 的平铺顺序排列的（KV 头 0,1,..,0,1,..）。"
+        "MHA 的头 h 必须复制 KV 头 h // {group}：把每个头的行块连续地重复。",
     ),
     (
         rf"{_ROLE}: you repeated each single row (?P<group>\d+) times\. A head is a block of (?P<head_dim>\d+) rows: "
@@ -181,7 +181,7 @@ CATALOG = [
     ),
     (
         rf"{_ROLE}: the numbers are wrong; MHA head h must be an exact copy of kv head h // (?P<group>\d+)\.",
-        "{role}：数值不对；MHA 的头 h 必须是 kv 头 h // {group} 的精确拷贝。",
+        "{role}：数值不对；MHA 的头 h 必须是 KV 头 h // {group} 的精确拷贝。",
     ),
     (
         r"(?P<role>[kv]_proj)\.weight is right but (?P<role2>[kv]_proj)\.bias is not\. The bias has one entry per "

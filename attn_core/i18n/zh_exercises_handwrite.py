@@ -319,7 +319,7 @@ CATALOG = [
         r"top-left alignment: query i sees keys 0\.\.i\. With a KV cache the (?P<q>\d+) queries are the "
         r"\*last\* (?P=q) of (?P<k>\d+) tokens, so query i sees keys 0\.\.i\+\(k_len-q_len\): "
         r"torch\.tril\(torch\.ones\(q_len, k_len, dtype=torch\.bool\), diagonal=k_len - q_len\)\.",
-        "左上角对齐了：查询 i 看到键 0..i。有键值缓存时，这 {q} 个查询是 {k} 个词元中的*最后* {q} 个，"
+        "左上角对齐了：查询 i 看到键 0..i。有 KV 缓存时，这 {q} 个查询是 {k} 个词元中的*最后* {q} 个，"
         "所以查询 i 看到键 0..i+(k_len-q_len)："
         "torch.tril(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=k_len - q_len)。",
     ),
@@ -429,7 +429,7 @@ CATALOG = [
             ),
             "K/V heads expanded with .repeat (tiles kv heads 0,1,0,1): query heads 2h and 2h+1 must share kv head h. "
             "Use repeat_interleave(num_heads // num_kv_heads, dim=1).": (
-                "K/V 头是用 .repeat 扩展的（平铺成 kv 头 0,1,0,1）：查询头 2h 和 2h+1 必须共用 kv 头 h。"
+                "KV 头是用 .repeat 扩展的（平铺成 KV 头 0,1,0,1）：查询头 2h 和 2h+1 必须共用 KV 头 h。"
                 "请用 repeat_interleave(num_heads // num_kv_heads, dim=1)。"
             ),
             "the mask is ignored: scores where mask is False must become -inf.": (

@@ -54,7 +54,7 @@ CATALOG = [
     ),
     (
         r"you counted an MHA-style cache of per-head keys and values: MLA caches the latent and one shared k_rope\.",
-        "你算的是 MHA 式的逐头键值缓存：MLA 缓存的是潜在向量和一个共享的 k_rope。",
+        "你算的是 MHA 式的逐头 KV 缓存：MLA 缓存的是潜在向量和一个共享的 k_rope。",
     ),
     (
         r"you counted v_head_dim as well: the values are up-projected from the same latent \(W_UV\), nothing "

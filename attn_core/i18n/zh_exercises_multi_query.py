@@ -40,7 +40,7 @@ CATALOG = [
     (
         rf"you get (?P<got>{_NUM}) tokens, twice the right number: each token stores a key AND a value vector per "
         r"kv head per layer \(the factor 2\)\.",
-        "你算出 {got} 个词元，是正确答案的两倍：每个词元在每一层的每个 kv 头上都要存一个键向量*和*一个值向量"
+        "你算出 {got} 个词元，是正确答案的两倍：每个词元在每一层的每个 KV 头上都要存一个键向量*和*一个值向量"
         "（因子 2）。",
     ),
     (

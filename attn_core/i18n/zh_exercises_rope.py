@@ -31,7 +31,7 @@ CATALOG = [
     *exact(
         {
             "RoPE, rotate-half layout": "RoPE（rotate-half 布局）",
-            "decoding step with RoPE and a KV cache": "带 RoPE 和键值缓存的一步解码",
+            "decoding step with RoPE and a KV cache": "带 RoPE 和 KV 缓存的一步解码",
             "Meta / Llama-GGUF rows -> Hugging Face rows": "Meta / Llama 系 GGUF 的行 -> Hugging Face 的行",
         }
     ),

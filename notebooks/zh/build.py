@@ -397,9 +397,15 @@ def insert_set_language(code: str, notebook: str) -> str:
 LINK = re.compile(r"""(\]\(\s*<?|\b(?:src|href)\s*=\s*["'])\.\./(?!\.\./)""")
 
 
+ZH_IMAGES = ZH_DIR.parents[1] / "images" / "zh"  # Chinese copies of the diagrams (images/make_diagrams.py)
+ZH_IMAGE_LINK = re.compile(r"(\.\./\.\./images/)(?P<name>[\w.-]+\.png)")
+
+
 def rewrite_links(markdown: str) -> str:
-    """Relative links one folder deeper: ``](../images/x.png)`` -> ``](../../images/x.png)`` (also src=/href=)."""
-    return LINK.sub(r"\1../../", markdown)
+    """Relative links one folder deeper: ``](../images/x.png)`` -> ``](../../images/x.png)`` (also src=/href=);
+    a diagram with a Chinese copy in ``images/zh/`` links that copy instead."""
+    markdown = LINK.sub(r"\1../../", markdown)
+    return ZH_IMAGE_LINK.sub(lambda m: f"{m[1]}zh/{m['name']}" if (ZH_IMAGES / m["name"]).is_file() else m[0], markdown)
 
 
 # ----------------------------------------------------------------------------- reading
