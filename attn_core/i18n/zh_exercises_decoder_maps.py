@@ -90,7 +90,7 @@ CATALOG = [
     ),
     (
         r"you penalised a row with the tokens of every row: each row has its own history \(generated\[b\]\)\.",
-        "你用所有行的词元惩罚了每一行：每一行有它自己的历史（generated[b]）。",
+        "你用所有行的词元惩罚了每一行：每一行有它自己已生成的词元（generated[b]）。",
     ),
     (
         r"you penalised every token: only the tokens already generated in that row are changed\.",
