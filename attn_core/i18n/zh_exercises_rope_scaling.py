@@ -86,7 +86,7 @@ CATALOG = [
             TEMPERATURE_TWICE: "温度乘了两次：cos/sin 上的 g（q 和 k 都有）已经让每个分数乘了 g²；"
             "再把 logits 乘以 g² 就成了 g⁴。",
             TEMPERATURE_MISSING: "没有温度：用 YaRN 时每个分数都要乘以 g² = (0.1·ln(s) + 1)²。",
-            TEMPERATURE_DIVIDED: "温度被拿去除分数了：YaRN 要让 softmax 在更长的上下文上更尖锐，所以分数乘以 g²，"
+            TEMPERATURE_DIVIDED: "分数被除以了温度：YaRN 要让 softmax 在更长的上下文上更尖锐，所以分数乘以 g²，"
             "而不是除以。",
             TEMPERATURE_LOG10: "g 用了 log10：YaRN 的温度是 0.1·ln(s) + 1，用的是自然对数（math.log）。",
             TEMPERATURE_NO_ONE: "g 丢了 + 1：YaRN 的温度是 0.1·ln(s) + 1（s = 1、不拉伸时为 1）。",
