@@ -197,8 +197,9 @@ def test_the_build(tree) -> None:
     zh = nbformat.read(tree.zh_notebook("99_fixture"), as_version=4)
     assert zh.metadata["kernelspec"] == english.metadata["kernelspec"]
     assert zh.metadata["attn_zh"]["source"] == "../99_fixture.ipynb"
-    # markdown: the translation, links one folder deeper (written relative to notebooks/ by translators)
-    assert cells["m1"].source == ZH_TITLE.replace("../images/", "../../images/")
+    # markdown: the translation, links one folder deeper (written relative to notebooks/ by translators); both
+    # diagrams have Chinese copies in images/zh/, which the Chinese edition links instead
+    assert cells["m1"].source == ZH_TITLE.replace("../images/", "../../images/zh/")
     assert cells["m2"].source == ZH_TEXT
     # the comment replaced as a token, twice; the identical text inside the string untouched
     assert cells["c2"].source == SCORES.replace(f"  {WHY}", f"  {ZH_WHY}")
@@ -209,6 +210,15 @@ def test_the_build(tree) -> None:
     assert first[first.index("from attn_core.viz import widgets") + 2] == build.SET_LANGUAGE
     assert build.strip_comments("\n".join(line for line in first if line != build.SET_LANGUAGE)) == (
         build.strip_comments(FIRST)
+    )
+
+
+def test_links_go_one_folder_deeper_and_to_chinese_diagrams_where_they_exist() -> None:
+    assert (build.ZH_IMAGES / "sdpa_dataflow.png").is_file()
+    assert not (build.ZH_IMAGES / "streaming_sinks.png").exists()  # a benchmark's figure: no Chinese copy
+    markdown = "![a](../images/sdpa_dataflow.png) ![b](../images/streaming_sinks.png) [c](../README.md)"
+    assert build.rewrite_links(markdown) == (
+        "![a](../../images/zh/sdpa_dataflow.png) ![b](../../images/streaming_sinks.png) [c](../../README.md)"
     )
 
 
