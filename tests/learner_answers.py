@@ -1,4 +1,5 @@
-"""Junk a learner's function might return: every grader must answer it with one ❌ line, never an exception."""
+"""What a learner hands a grader: the untouched stub, and junk a learner's function might return (every grader
+must answer junk with one ❌ line, never an exception)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,13 @@ JUNK = [
 
 def one_red_line(out: str) -> bool:
     return out.count("\n") == 1 and out.startswith("❌")
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError  # what the notebooks' stub cells do
+
+
+def verdict(check, fn, capsys) -> tuple[bool, str]:
+    """Run a grader on ``fn``: what it returned and the lines it printed."""
+    ok = check(fn)
+    return ok, capsys.readouterr().out

@@ -7,19 +7,10 @@ usual mistake gets its own diagnosis (a phrase only that diagnosis contains), ju
 import numpy as np
 import pytest
 import torch
-from learner_answers import JUNK, one_red_line
+from learner_answers import JUNK, one_red_line, stub, verdict
 
 import attn_core as ac
 from attn_core.exercises import decoder as ex
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError  # what the notebook's stub cells do
-
-
-def _verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -123,7 +114,7 @@ def test_cache_bytes_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(CACHE_MISTAKES))
 def test_cache_bytes_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_kv_cache_bytes, CACHE_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_kv_cache_bytes, CACHE_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -190,7 +181,7 @@ def test_ring_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(RING_MISTAKES))
 def test_ring_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_ring_visibility, RING_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_ring_visibility, RING_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -249,7 +240,7 @@ def test_min_p_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(MIN_P_MISTAKES))
 def test_min_p_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_min_p, MIN_P_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_min_p, MIN_P_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 

@@ -8,18 +8,9 @@ diagnosis contains), junk gets one ❌ line.
 
 import pytest
 import torch
-from learner_answers import JUNK, one_red_line
+from learner_answers import JUNK, one_red_line, stub, verdict
 
 from attn_core.exercises import decoder_maps as ex
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError  # what the notebook's stub cells do
-
-
-def _verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -99,7 +90,7 @@ def test_top_p_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(TOP_P_MISTAKES))
 def test_top_p_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_top_p, TOP_P_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_top_p, TOP_P_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -162,7 +153,7 @@ def test_repetition_penalty_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(PENALTY_MISTAKES))
 def test_repetition_penalty_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_repetition_penalty, PENALTY_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_repetition_penalty, PENALTY_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -209,7 +200,7 @@ def test_first_token_share_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(SHARE_MISTAKES))
 def test_first_token_share_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_first_token_share, SHARE_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_first_token_share, SHARE_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 

@@ -7,20 +7,10 @@ usual mistake gets its own diagnosis (a phrase only that diagnosis contains), ju
 import numpy as np
 import pytest
 import torch
-from learner_answers import JUNK, one_red_line
+from learner_answers import JUNK, one_red_line, stub, verdict
 
 import attn_core as ac
 from attn_core.exercises import mla as ex
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError  # what the notebook's stub cells do
-
-
-def _verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
-
 
 # ----- exercise 1: cache bytes ---------------------------------------------------------------------
 
@@ -96,7 +86,7 @@ def test_cache_bytes_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(CACHE_MISTAKES))
 def test_cache_bytes_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_mla_cache_bytes, CACHE_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_mla_cache_bytes, CACHE_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -132,7 +122,7 @@ def test_absorbed_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(QUERY_MISTAKES))
 def test_absorbed_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_absorbed_query, QUERY_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_absorbed_query, QUERY_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -213,7 +203,7 @@ def test_key_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(KEY_MISTAKES))
 def test_key_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_decoupled_key, KEY_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_decoupled_key, KEY_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 

@@ -9,15 +9,10 @@ import math
 
 import pytest
 import torch
-from learner_answers import JUNK, one_red_line
+from learner_answers import JUNK, one_red_line, stub
 
 import attn_core as ac
 from attn_core.exercises import rope as ex
-
-
-def stub(*args):
-    raise NotImplementedError  # what the notebook's stub cells do
-
 
 # ----- exercise 1: rotate-half RoPE ---------------------------------------------------------------
 

@@ -11,20 +11,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from learner_answers import JUNK, one_red_line
+from learner_answers import JUNK, one_red_line, stub, verdict
 
 import attn_core as ac
 from attn_core.exercises import serving as ex
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError  # what the notebook's stub cells do
-
-
-def _verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
-
 
 CHECKS = [
     (ex.check_blocks_needed, ex.blocks_needed),
@@ -78,7 +68,7 @@ def test_blocks_needed_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(BLOCK_MISTAKES))
 def test_blocks_needed_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_blocks_needed, BLOCK_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_blocks_needed, BLOCK_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -125,12 +115,12 @@ def test_block_lookup_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(LOOKUP_MISTAKES))
 def test_block_lookup_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_block_lookup, LOOKUP_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_block_lookup, LOOKUP_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
 def test_block_lookup_index_error_is_reported(capsys):
-    ok, out = _verdict(ex.check_block_lookup, lambda table, p, bs: (table[len(table)], 0), capsys)
+    ok, out = verdict(ex.check_block_lookup, lambda table, p, bs: (table[len(table)], 0), capsys)
     assert not ok and "IndexError" in out and one_red_line(out), out
 
 
@@ -179,7 +169,7 @@ def test_streaming_keys_variants(fn, capsys):
 
 @pytest.mark.parametrize("phrase", list(STREAM_MISTAKES))
 def test_streaming_keys_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_streaming_keys, STREAM_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_streaming_keys, STREAM_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 

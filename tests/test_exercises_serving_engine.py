@@ -5,16 +5,11 @@ mistake gets its own diagnosis (a phrase only it contains), junk gets one ❌ li
 against the engine's own BlockManager (prefix hits, eviction order)."""
 
 import pytest
-from learner_answers import JUNK, one_red_line
+from learner_answers import JUNK, one_red_line, stub
 
 from attn_core.exercises import serving_engine as ex
 from attn_core.i18n import get_language, set_language, translate
 from attn_core.serving import BlockManager, chain_block_hashes
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError
-
 
 CHECKS = [
     (ex.check_prefix_hit_tokens, ex.prefix_hit_tokens),

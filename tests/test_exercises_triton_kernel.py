@@ -11,20 +11,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from learner_answers import JUNK, one_red_line
+from learner_answers import JUNK, one_red_line, stub, verdict
 
 import attn_core as ac
 from attn_core.exercises import triton_kernel as ex
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError  # what the notebook's stub cells do
-
-
-def _verdict(check, fn, capsys):
-    ok = check(fn)
-    return ok, capsys.readouterr().out
-
 
 CHECKS = [
     (ex.check_causal_key_end, ex.causal_key_end),
@@ -44,7 +34,7 @@ def test_stub_fails_reference_passes(check, reference, capsys):
 @pytest.mark.parametrize("check, reference", CHECKS)
 @pytest.mark.parametrize("junk", JUNK, ids=range(len(JUNK)))
 def test_junk_gets_one_red_line(check, reference, junk, capsys):
-    ok, out = _verdict(check, lambda *args: junk, capsys)
+    ok, out = verdict(check, lambda *args: junk, capsys)
     assert not ok and one_red_line(out), out
 
 
@@ -82,12 +72,12 @@ def test_causal_key_end_variants(fn):
 
 @pytest.mark.parametrize("phrase", list(END_MISTAKES))
 def test_causal_key_end_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_causal_key_end, END_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_causal_key_end, END_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
 def test_causal_key_end_unknown_mistake_gets_the_formula(capsys):
-    ok, out = _verdict(ex.check_causal_key_end, lambda t, b, lq, lk: 7, capsys)
+    ok, out = verdict(ex.check_causal_key_end, lambda t, b, lq, lk: 7, capsys)
     assert not ok and "expected" in out and "min(k_len" in out and one_red_line(out), out
 
 
@@ -126,7 +116,7 @@ def test_kv_head_variants(fn):
 
 @pytest.mark.parametrize("phrase", list(HEAD_MISTAKES))
 def test_kv_head_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_kv_head, HEAD_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_kv_head, HEAD_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
 
 
@@ -171,5 +161,5 @@ def test_delta_variants(fn):
 
 @pytest.mark.parametrize("phrase", list(DELTA_MISTAKES))
 def test_delta_mistakes(phrase, capsys):
-    ok, out = _verdict(ex.check_delta, DELTA_MISTAKES[phrase], capsys)
+    ok, out = verdict(ex.check_delta, DELTA_MISTAKES[phrase], capsys)
     assert not ok and phrase in out and one_red_line(out), out
