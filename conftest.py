@@ -12,9 +12,19 @@ process: two small test files took 10.6 s on two workers and 3.3 s in one proces
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# Start-up, measured (README, Performance): two pieces of other packages' start-up cost every pytest run ~3 s, more
+# than a small notebook's cells.
+# 1. jsonschema (imported by nbformat, which nbval reads notebooks with) imports the optional `rfc3987-syntax` when it
+#    is installed (jupyter-events asks for it), and that module compiles a Lark grammar at import: ~1.9 s. It only
+#    validates the "iri" string format, which the notebook schema never uses. pyproject's addopts hold nbval back
+#    (`-p no:nbval`) so this file can mark the module absent first; nbval is then loaded below, unchanged.
+sys.modules.setdefault("rfc3987_syntax", None)  # None in sys.modules: `import rfc3987_syntax` raises ImportError
+pytest_plugins = ["nbval.plugin"]
 
 # Not one per core: each worker holds its own torch (and, for the Gemma 3 tests, ~2 GB of weights), and the
 # notebooks start a kernel each; two keep a laptop responsive and match CI's two cores.
@@ -33,3 +43,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     if not any(path.is_dir() for path in paths):
         return 0  # named files only: starting a worker (~4 s of imports each) costs more than it saves
     return min(MAX_WORKERS, usable_cpus()) if usable_cpus() >= 2 else 0
+
+
+# 2. Hypothesis's pytest plugin imports `hypothesis.internal.observability` in its terminal summary even when no
+#    test imported Hypothesis (6.170: ~1 s, all of Hypothesis). A run without Hypothesis tests (a notebook) drops
+#    the plugin before the summary: it would have nothing to report.
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if "hypothesis" not in sys.modules:
+        plugin = session.config.pluginmanager.get_plugin("hypothesispytest")
+        if plugin is not None:
+            session.config.pluginmanager.unregister(plugin)
