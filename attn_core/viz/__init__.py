@@ -8,4 +8,5 @@
 - ``localize``   ``localize_figure``: a notebook's own matplotlib figure through the Chinese catalogs
 - ``tiles``      the tile-by-tile animation of tiled attention (notebook 08)
 - ``head_view``  every head of a real model on any sentence (notebook 10)
+- ``sampling``   temperature, top-k and top-p on a real next-token distribution (notebook 11)
 """
