@@ -345,6 +345,34 @@ def test_view_keeps_the_models_own_maps_and_runs_it_once_per_prompt(tiny_lm, mon
         dv.DecoderView(tiny_lm, max_tokens=8).attention("a b c d e f g h")
 
 
+def test_remembered_maps_are_the_models_own_and_spare_a_forward_pass(tiny_lm, monkeypatch):
+    prompt = "the cat sat on the mat today"
+    ids = torch.tensor([tiny_lm.encode(prompt)])  # (1, L)
+    with torch.no_grad():
+        _, maps = tiny_lm(ids, return_attention=True)  # 3 x (1, H, L, L)
+    expected = dv.DecoderView(tiny_lm).attention(prompt)  # the view's own forward pass
+    view = dv.DecoderView(tiny_lm)
+    calls = counting_forward(tiny_lm, monkeypatch)
+    tokens, stacked = view.remember(prompt, maps)
+    assert tokens == expected[0] and torch.equal(stacked, expected[1])
+    assert view.attention(prompt)[1] is stacked and len(calls) == 0  # served from the cache: no forward pass
+    view.render(prompt, 2, "all", "log")
+    assert len(calls) == 0
+    assert torch.equal(dv.DecoderView(tiny_lm).remember(prompt, expected[1])[1], expected[1])  # (layers, H, L, L)
+    for wrong, message in [
+        (maps[:2], r"maps of shape \(2, 4, 8, 8\) do not fit this prompt: 8 tokens and this model need"),
+        ([w[:, :, :-1, :-1] for w in maps], r"\(layers, heads, L, L\) = \(3, 4, 8, 8\)"),
+        ([w[0] for w in maps], r"a list of \(1, heads, L, L\) tensors, got shapes \[\(4, 8, 8\)"),
+        ("weights", r"maps of shape \(\) do not fit"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            view.remember(prompt, wrong)
+    with pytest.raises(ValueError, match="the prompt is 8 tokens; this view draws at most 7"):
+        dv.DecoderView(tiny_lm, max_tokens=7).remember(prompt, maps)
+    with pytest.raises(ValueError, match="type a prompt"):
+        view.remember(" ", maps)
+
+
 def test_explorer_reacts_to_every_control_and_reruns_the_model_only_for_a_new_prompt(tiny_lm, monkeypatch):
     pytest.importorskip("ipywidgets")
     calls = counting_forward(tiny_lm, monkeypatch)

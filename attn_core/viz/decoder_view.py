@@ -9,6 +9,7 @@
 - ``explain_decoder_heads(...)`` -> one line: the layer's kind (local window or global, RoPE base) and the
   measured shares of attention on <bos>, on the previous token and on itself;
 - ``DecoderView(lm)`` keeps the last prompts' maps: moving layer, head or scale never re-runs the model;
+  ``view.remember(prompt, maps)`` hands it maps already computed (``lm(ids, return_attention=True)``);
 - ``decoder_head_view(lm, prompt)`` -> an ``Explorer`` with a prompt box and layer/head/scale selectors.
 """
 
@@ -60,14 +61,17 @@ def token_label(piece: str, max_chars: int = 14) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
+def _token_labels(lm, ids: list[int]) -> list[str]:
+    piece = getattr(lm.tokenizer, "id_to_token", None) or (lambda i: lm.decode([i]))
+    return [token_label(piece(i)) for i in ids]  # SentencePiece pieces: "▁capital" (a word start), "<bos>", "\n"
+
+
 @torch.no_grad()
 def decoder_attention(lm, prompt: str) -> tuple[list[str], torch.Tensor]:
     """``(token labels, weights (layers, heads, L, L))`` of ``lm`` on ``prompt`` (``<bos>`` first)."""
     ids = lm.encode(prompt)
-    piece = getattr(lm.tokenizer, "id_to_token", None) or (lambda i: lm.decode([i]))
-    pieces = [piece(i) for i in ids]  # SentencePiece pieces: "▁capital" (a word start), "<bos>", "\n"
     _, maps = lm(torch.tensor([ids]), return_attention=True, last_only=True)  # 18 x (1, H, L, L); logits unused
-    return [token_label(p) for p in pieces], torch.stack([w[0] for w in maps])  # (layers, H, L, L)
+    return _token_labels(lm, ids), torch.stack([w[0] for w in maps])  # (layers, H, L, L)
 
 
 def visible_keys(length: int, window: int | None) -> torch.Tensor:
@@ -334,6 +338,37 @@ class DecoderView:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         self._cache.move_to_end(prompt)
+        return self._cache[prompt]
+
+    def remember(self, prompt: str, maps) -> tuple[list[str], torch.Tensor]:
+        """Keep ``maps`` for ``prompt`` without running the model: what ``lm(ids, return_attention=True)`` returned
+        for ``ids = lm.encode(prompt)`` (a list of ``(1, heads, L, L)``, one per layer) or ``(layers, heads, L, L)``.
+        Returns what :meth:`attention` then gives for ``prompt``."""
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("type a prompt.")
+        if isinstance(maps, (list, tuple)):
+            if not all(isinstance(w, torch.Tensor) and w.ndim == 4 and w.shape[0] == 1 for w in maps):
+                raise ValueError(
+                    "maps must be what lm(ids, return_attention=True) returns for one prompt: a list of "
+                    f"(1, heads, L, L) tensors, got shapes {[tuple(getattr(w, 'shape', ())) for w in maps]}."
+                )
+            maps = torch.stack([w[0] for w in maps])  # (layers, H, L, L)
+        ids = self.lm.encode(prompt)
+        if len(ids) > self.max_tokens:
+            raise ValueError(
+                f"the prompt is {len(ids)} tokens; this view draws at most {self.max_tokens}: "
+                "shorten it, or build DecoderView(lm, max_tokens=...)."
+            )
+        expected = (self.num_layers, self.num_heads, len(ids), len(ids))
+        if not isinstance(maps, torch.Tensor) or tuple(maps.shape) != expected:
+            raise ValueError(
+                f"maps of shape {tuple(getattr(maps, 'shape', ()))} do not fit this prompt: {len(ids)} tokens and "
+                f"this model need (layers, heads, L, L) = {expected}. Pass the maps of lm.encode(prompt), the "
+                "same prompt string."
+            )
+        self._cache[prompt] = (_token_labels(self.lm, ids), maps.detach())
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
         return self._cache[prompt]
 
     def render(self, prompt: str, layer: int = 0, head="all", scale: str = "fixed", **display) -> Figure:
