@@ -5,6 +5,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 from learner_answers import JUNK, one_red_line, stub, verdict
 
 from attn_core.exercises import serving_admission as ex
@@ -108,6 +109,10 @@ WRONG = [
     (learner(budget=False), "no budget left"),
     (learner(cap_chunk=False), "bigger than the budget left"),
     (lambda *args: [], "expected"),
+    (lambda w, *args: [rid for rid, *_ in w], "each item must be a (request_id, first-chunk tokens) pair"),
+    (lambda w, *args: [(i, p) for i, (_, p, _, _) in enumerate(w)], "the request_id from waiting"),
+    (lambda w, *args: [(w[0][0], torch.ones(2, 2))], "a first chunk is a whole number of tokens"),
+    (lambda *args: {"A": 10}, "return a list of"),
     (lambda w, *args: [(rid, p) for rid, p, _, _ in w], "you returned"),
 ]
 

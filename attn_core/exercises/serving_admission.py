@@ -113,19 +113,28 @@ _MISTAKES = [
 ]
 
 
-def _as_pairs(answer) -> list[tuple[str, int]] | None:
-    """The learner's answer as ``(request_id, tokens)`` pairs (lists or tuples; numpy ints count), else None."""
+def _short(value) -> str:
+    """``repr(value)`` on one line, at most 40 characters (a verdict is one line)."""
+    return " ".join(repr(value).split())[:40]
+
+
+def _as_pairs(answer) -> tuple[list[tuple[str, int]] | None, str | None]:
+    """The learner's answer as ``(request_id, tokens)`` pairs (lists or tuples; numpy ints count), or what is
+    wrong with it."""
     if not isinstance(answer, list | tuple):
-        return None
+        return None, f"return a list of (request_id, first-chunk tokens) pairs, got {type(answer).__name__}."
     pairs = []
     for item in answer:
         if not isinstance(item, list | tuple) or len(item) != 2 or not isinstance(item[0], str):
-            return None
+            return None, (
+                "each item must be a (request_id, first-chunk tokens) pair, with the request_id from waiting "
+                f"(a str), got {type(item).__name__} {_short(item)}."
+            )
         tokens = as_int(item[1])
         if tokens is None:
-            return None
+            return None, f"a first chunk is a whole number of tokens, got {_short(item[1])} for {item[0]!r:.20}."
         pairs.append((item[0], tokens))
-    return pairs
+    return pairs, None
 
 
 @never_raises("admission")
@@ -139,11 +148,9 @@ def check_admission(fn: Callable) -> bool:
         answer, problem = call_learner(fn, [tuple(r) for r in waiting], *sizes)
         if problem is not None:
             return feedback(name, problem)
-        value = _as_pairs(answer)
-        if value is None:
-            return feedback(
-                name, f"return a list of (request_id, first-chunk tokens) pairs, got {type(answer).__name__}."
-            )
+        value, problem = _as_pairs(answer)
+        if problem is not None:
+            return feedback(name, problem)
         expected = admitted(*case)
         if value == expected:
             continue

@@ -26,6 +26,16 @@ CATALOG = [
         "请返回 (request_id, 首个分块的词元数) 二元组的列表，你返回的是 {type}。",
     ),
     (
+        r"each item must be a \(request_id, first-chunk tokens\) pair, with the request_id from waiting \(a str\), "
+        r"got (?P<type>[\w.]+) (?P<item>.*)\.",
+        "每一项都必须是 (request_id, 首个分块的词元数) 二元组，request_id 取自 waiting（一个 str），"
+        "你给的是 {type} {item}。",
+    ),
+    (
+        r"a first chunk is a whole number of tokens, got (?P<value>.*) for (?P<rid>.*)\.",
+        "首个分块必须是整数个词元，{rid} 得到的是 {value}。",
+    ),
+    (
         rf"{_WHERE}, expected (?P<expected>{_LIST}): first come, first served; each needs a seat, budget left and "
         r"free blocks for its first chunk after prefix hits\.",
         _WHERE_ZH
