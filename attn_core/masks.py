@@ -174,16 +174,23 @@ def check_mask(mask: torch.Tensor, weights_shape: Sequence[int], *, device: torc
     if device is not None and mask.device != torch.device(device):
         raise ValueError(f"mask is on {mask.device} but q, k, v are on {device}; move it with mask.to(q.device).")
     weights_shape = tuple(weights_shape)
-    # Plain Python, not torch.broadcast_shapes: its first call imports sympy (~0.7 s per notebook).
-    trailing = weights_shape[len(weights_shape) - mask.ndim :]  # the dims the mask lines up with
-    broadcasts = mask.ndim <= len(weights_shape) and all(m in (1, w) for m, w in zip(mask.shape, trailing, strict=True))
-    if not broadcasts:
+    if not broadcasts_to(mask.shape, weights_shape):
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the attention weights "
             f"{weights_shape} (..., heads, q_len, k_len). Use (q_len, k_len) for one mask for all, "
             "(B, 1, 1, k_len) for per-sequence padding (padding_mask), or (B, 1, q_len, k_len) "
             "for per-sequence masks shared by all heads."
         )
+
+
+def broadcasts_to(shape, target) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to exactly ``target`` (NumPy rules, ``target`` unchanged).
+
+    Plain Python, not ``torch.broadcast_shapes``: its first call imports sympy (0.5-0.7 s, once per notebook).
+    """
+    shape, target = tuple(shape), tuple(target)
+    trailing = target[len(target) - len(shape) :]  # the dims ``shape`` lines up with
+    return len(shape) <= len(target) and all(s in (1, t) for s, t in zip(shape, trailing, strict=True))
 
 
 def mask_from_float(mask: torch.Tensor) -> torch.Tensor:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from attn_core.masks import broadcasts_to
 from attn_core.rope_scaling import (  # re-exported: layers and other modules import these from attn_core.rope
     _check_base,
     _check_scaling,
@@ -208,11 +209,7 @@ def apply_rope(
     angle_device = torch.device("cpu") if x.device.type == "mps" else x.device  # MPS has no float64
     # The range is checked by rope_angles, on a cos/sin cache miss only: a decode step's lookup stays cheap.
     positions = _as_positions(positions, angle_device, check_range=False)  # (..., L)
-    try:
-        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not broadcasts_to(positions.shape, x.shape[:-1]):
         raise ValueError(
             f"positions of shape {tuple(positions.shape)} do not broadcast to x.shape[:-1] = {tuple(x.shape[:-1])} "
             f"(x is {tuple(x.shape)}). Pass (L,) positions for one sequence, or (B, 1, L) for per-sequence "
