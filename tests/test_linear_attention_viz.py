@@ -61,3 +61,11 @@ def test_measurement_figures():
     assert isinstance(la_viz.plot_capacity([2, 4], {"linear attention": [0.1, 0.5]}, 16), Figure)
     recall = {"accuracy": {"softmax": {"4": 1.0, "8": 0.5}}}
     assert isinstance(la_viz.plot_recall(recall), Figure)
+    stored = json.loads((ROOT / "data" / "linear_attention_recall.json").read_text())
+    figure = la_viz.plot_recall(stored)
+    ax = figure.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == sorted(
+        {p for by_pairs in stored["accuracy"].values() for p in by_pairs}, key=int
+    )  # one tick per measured P, on a log-2 axis
+    chance = 1 / (stored["setup"]["vocab"] - stored["setup"]["vocab"] // 2)
+    assert any(list(line.get_ydata()) == [chance, chance] for line in ax.lines)  # the dotted chance line

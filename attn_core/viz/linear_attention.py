@@ -182,13 +182,27 @@ def plot_state_vs_kv(memory: dict) -> Figure:
 
 
 def plot_recall(results: dict) -> Figure:
-    """Associative-recall accuracy against the number of pairs, one line per mixer (benchmarks/train_recall.py)."""
+    """Associative-recall accuracy against the number of pairs, one line per mixer (benchmarks/train_recall.py).
+
+    ``results["accuracy"][mixer][P]``: the mean over seeds; ``results["spread"]`` (optional, None for one seed):
+    half the range, drawn as error bars; ``results["setup"]["vocab"]`` (optional): a dotted line at chance,
+    1 / (number of value tokens)."""
     figure, ax = _axes("Associative recall after training", "key-value pairs in the context", "accuracy")
     markers = "osD^v"  # lines that coincide (several at 1.0) stay visible through their markers
+    spreads = results.get("spread", {})
+    all_pairs = set()
     for index, (name, by_pairs) in enumerate(results["accuracy"].items()):
         pairs = sorted(int(p) for p in by_pairs)
-        ax.plot(pairs, [by_pairs[str(p)] for p in pairs], marker=markers[index % 5], markersize=9 - 1.5 * index,
-                label=localize(name))  # fmt: skip
+        all_pairs.update(pairs)
+        spread = [spreads.get(name, {}).get(str(p)) or 0.0 for p in pairs]  # None (one seed) → no bar
+        ax.errorbar(pairs, [by_pairs[str(p)] for p in pairs], yerr=spread if any(spread) else None,
+                    marker=markers[index % 5], markersize=9 - 1.5 * index, capsize=3, label=localize(name))  # fmt: skip
+    if "setup" in results:
+        values = results["setup"]["vocab"] - results["setup"]["vocab"] // 2  # values: the vocabulary's upper half
+        ax.axhline(1 / values, color="0.4", linestyle=":", linewidth=1)  # chance
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(all_pairs), [str(p) for p in sorted(all_pairs)])
+    ax.minorticks_off()
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=9, loc="lower left")
+    ax.legend(fontsize=9, loc="best")
     return figure
