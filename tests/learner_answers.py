@@ -43,3 +43,16 @@ def verdict(check, fn, capsys) -> tuple[bool, str]:
     """Run a grader on ``fn``: what it returned and the lines it printed."""
     ok = check(fn)
     return ok, capsys.readouterr().out
+
+
+def has_chinese_entry(out: str) -> bool:
+    """Whether the diagnosis in a ❌ line (after ``name: ``) has its entry in the Chinese catalogs."""
+    from attn_core.i18n import get_language, set_language, translate
+
+    message = out[out.index(": ") + 2 :].strip()
+    before = get_language()
+    set_language("zh")
+    try:
+        return translate(message) != message
+    finally:
+        set_language(before)
