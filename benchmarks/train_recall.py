@@ -17,13 +17,15 @@ Task: multi-query associative recall (``associative_recall_batch``: P key-value 
 random order, each followed by its value). Vocabulary 128: keys drawn from 64 tokens, values from the other 64
 (chance 1/64). The fixed states are small on purpose: 2 key heads of head_k_dim 8, 2 value heads of 16, per layer
 two (8 × 16) matrices. l2-normalised 8-dim keys hold at most 8 orthogonal keys per head, so with P = 8..32 the
-states must overflow (write-only first; the delta rule, which can overwrite, later), while softmax keeps every
-pair. Accuracy: fraction of the asked values predicted (argmax) on 512 fresh sequences. Each run is seeded;
-numbers vary slightly across machines and torch versions.
+states overflow (predicted: write-only first, the delta rule, which can overwrite, later; measured: both fall,
+the delta rule no later: notebook 12d, section 7), while softmax keeps every pair. Accuracy: fraction of the
+asked values predicted (argmax) on 512 fresh sequences. Each run is seeded; numbers vary slightly across
+machines and torch versions.
 
-Run: ``python benchmarks/train_recall.py`` (about an hour on one busy CPU core; ``--mixers``/``--pairs``/``--seeds``
-run a subset, ``--out`` names the JSON, ``--merge`` joins several) writes ``data/linear_attention_recall.json``
-after every run (the notebook reads it). ``--quick`` trains 20 steps and writes nothing.
+Run: ``python benchmarks/train_recall.py`` (about 30 minutes per seed on one busy CPU core, 0.5–4 min per
+model; ``--mixers``/``--pairs``/``--seeds`` run a subset, ``--out`` names the JSON, ``--merge`` joins several)
+writes ``data/linear_attention_recall.json`` after every run (the notebook reads it). ``--quick`` trains 20 steps
+and writes nothing. The stored JSON: ``--seeds 0`` and ``--seeds 1`` runs, merged.
 """
 
 from __future__ import annotations
