@@ -102,7 +102,7 @@ def _figure(before: torch.Tensor, after: torch.Tensor, names: list[str] | None, 
     ax.set_xscale("log")
     ax.set_xlim(floor, 1)
     ax.set_xticks([10.0**e for e in range(-5, 1)], [f"1e{e}" if e else "1" for e in range(-5, 1)])
-    ax.xaxis.set_minor_locator(NullLocator())  # a log axis' minor ticks cost ~0.1 s a redraw and say nothing here
+    ax.xaxis.set_minor_locator(NullLocator())  # minor ticks: ~0.03 s of a ~0.12 s redraw, saying nothing
     ax.set_yticks(list(rows), names, fontsize=font)
     ax.invert_yaxis()
     ax.set_xlabel(localize("probability (log scale)"), fontsize=font)
