@@ -7,16 +7,11 @@ import re
 
 import pytest
 import torch
+from learner_answers import stub, verdict
 
 from attn_core import i18n
 from attn_core.exercises import NOT_DONE
 from attn_core.exercises.handwrite_norms import check_rms_norm, check_safe_softmax
-
-
-def run(check, answer, capsys) -> tuple[bool, str]:
-    ok = check(answer)
-    return ok, capsys.readouterr().out
-
 
 # ----------------------------------------------------------------------------- safe softmax
 
@@ -56,13 +51,9 @@ def sums_only(scores, dim=-1):
     return safe_softmax(scores, dim=dim).sum(dim=dim)
 
 
-def stub(scores, dim=-1):
-    raise NotImplementedError
-
-
 @pytest.mark.parametrize("answer", [safe_softmax, safe_softmax_float32])
 def test_safe_softmax_accepts_right_answers(answer, capsys) -> None:
-    ok, out = run(check_safe_softmax, answer, capsys)
+    ok, out = verdict(check_safe_softmax, answer, capsys)
     assert ok and "correct" in out, out
 
 
@@ -80,7 +71,7 @@ def test_safe_softmax_accepts_right_answers(answer, capsys) -> None:
     ],
 )
 def test_safe_softmax_names_the_mistake(answer, says, capsys) -> None:
-    ok, out = run(check_safe_softmax, answer, capsys)
+    ok, out = verdict(check_safe_softmax, answer, capsys)
     assert not ok and says in out, out
 
 
@@ -128,13 +119,9 @@ def flattened(x, weight, eps=1e-6):
     return rms_norm(x, weight, eps).flatten()
 
 
-def rms_stub(x, weight, eps=1e-6):
-    raise NotImplementedError
-
-
 @pytest.mark.parametrize("answer", [rms_norm, rms_norm_float32])
 def test_rms_norm_accepts_right_answers(answer, capsys) -> None:
-    ok, out = run(check_rms_norm, answer, capsys)
+    ok, out = verdict(check_rms_norm, answer, capsys)
     assert ok and "correct" in out, out
 
 
@@ -149,11 +136,11 @@ def test_rms_norm_accepts_right_answers(answer, capsys) -> None:
         (gemma_form, "Gemma's RMSNorm"),
         (batch_dim, "over the last dimension"),
         (flattened, "must keep the input's shape"),
-        (rms_stub, NOT_DONE),
+        (stub, NOT_DONE),
     ],
 )
 def test_rms_norm_names_the_mistake(answer, says, capsys) -> None:
-    ok, out = run(check_rms_norm, answer, capsys)
+    ok, out = verdict(check_rms_norm, answer, capsys)
     assert not ok and says in out, out
 
 
