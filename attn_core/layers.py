@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 from attn_core.attention import check_dropout_p, scaled_dot_product_attention
-from attn_core.kv_cache import KVCache
+from attn_core.caches.kv_cache import KVCache
 from attn_core.masks import cache_window_mask
-from attn_core.rope import _as_token_positions, _check_base, apply_rope, rope_frequencies
+from attn_core.positions.rope import _as_token_positions, _check_base, apply_rope, rope_frequencies
 
 __all__ = ["GroupedQueryAttention", "MultiHeadAttention", "MultiQueryAttention"]
 
@@ -34,7 +34,7 @@ class GroupedQueryAttention(nn.Module):
     o ``num_heads * head_dim -> hidden``.
 
     ``rope_base`` (default None: no positions, today's layer) turns on rotary position embeddings
-    (:func:`attn_core.rope.apply_rope`) with that base (10000.0 in Llama 2, 500000.0 in Llama 3), in the
+    (:func:`attn_core.positions.rope.apply_rope`) with that base (10000.0 in Llama 2, 500000.0 in Llama 3), in the
     Hugging Face / Llama "rotate half" layout (pairs ``(i, i + head_dim/2)``): q and k (never v) are
     rotated after the head split and before keys go into the cache, as in ``LlamaAttention``.
     ``rope_scaling`` (Hugging Face's rope_parameters keys: linear, llama3, yarn; :func:`attn_core.rope_frequencies`)

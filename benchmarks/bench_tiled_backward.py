@@ -6,7 +6,7 @@ For B=1, 8 heads, D=64, float32, L=4096, causal and not, one training step of at
 - time (median, round-robin: one step of each kernel per round, so a burst of load from other
   processes hits all alike) of (a) ``ac.scaled_dot_product_attention``, the naive kernel whose
   autograd graph keeps the (L, L) weights, (b) ``ac.tiled_attention`` with its hand-written
-  FlashAttention-2 backward (key tiles in the outer loop, ``attn_core/tiled_backward.py``),
+  FlashAttention-2 backward (key tiles in the outer loop, ``attn_core/flash/tiled_backward.py``),
   (c) ``F.scaled_dot_product_attention`` (torch's fused CPU kernel, forward and backward); the
   ratios of (a) and (b) to (c). The key-outer loop (since 2026-11-27) runs as fast as the
   query-outer one it replaced: CPU time, 1 thread, L=4096, same process, round-robin, 5 rounds:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attn_core as ac
-from attn_core.paged_cache import BlockAllocator
+from attn_core.caches.paged_cache import BlockAllocator
 from attn_core.serving import BlockManager, chain_block_hashes
 
 

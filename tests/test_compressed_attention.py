@@ -161,7 +161,7 @@ def assert_no_tie_at_the_kth_place(layer: ac.CompressedAttention, x: torch.Tenso
     entries, _ = indexer.update(x, None)  # (B, T, index_head_dim)
     positions = torch.arange(x.shape[1])  # (L,)
     q = indexer.q_b_proj(q_latent).view(*x.shape[:2], indexer.num_heads, -1).transpose(1, 2)  # (B, Hi, L, Di)
-    q = ac.compressor.rope_last(q, positions, ROPE, layer.rope_base)  # (B, Hi, L, Di)
+    q = ac.deepseek.compressor.rope_last(q, positions, ROPE, layer.rope_base)  # (B, Hi, L, Di)
     w = indexer.scorer.weights_proj(x)  # (B, L, Hi)
     scores = torch.einsum("bqh,bhqt->bqt", w, torch.relu(q @ entries.unsqueeze(1).transpose(-2, -1)))  # (B, L, T)
     ready = torch.arange(entries.shape[1]) < ((positions + 1) // layer.compress_rate)[:, None]  # (L, T)

@@ -66,7 +66,7 @@ def test_merge_attention_compiles_fullgraph_with_its_lse_check_skipped():
 def test_tiled_attention_under_compile_warns_and_runs_eagerly():
     """Dynamo cannot trace the tile loop (in-place writes into strided views): a graph break, said by a
     TiledAttentionCompileWarning, and the eager numbers; fullgraph=True refuses it."""
-    from attn_core.tiled import TiledAttentionCompileWarning
+    from attn_core.flash.tiled import TiledAttentionCompileWarning
 
     q, k, v, _ = qkv_and_padding()
 

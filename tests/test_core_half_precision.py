@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import attn_core as ac
-from attn_core.tiled import tiled_attention
+from attn_core.flash.tiled import tiled_attention
 
 F64 = torch.float64
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import attn_core as ac
-from attn_core.kv_cache import EMPTY
+from attn_core.caches.kv_cache import EMPTY
 from attn_core.masks import cache_window_mask, check_mask
 
 

@@ -1,6 +1,6 @@
 """RoPE's module-level cos/sin cache and RoPE's edge inputs.
 
-The cache (``attn_core.rope._COS_SIN_CACHE``) must never change a result, stay bounded however long a
+The cache (``attn_core.positions.rope._COS_SIN_CACHE``) must never change a result, stay bounded however long a
 generation runs, stay off while torch.compile traces (its lookup reads position values), and never hand a
 tensor made under ``torch.inference_mode()`` to a later training step (such tensors cannot be saved for
 backward). Plus the edges: no positions at all, ``rope_angles``' defaults, bases in (0, 1], far and negative

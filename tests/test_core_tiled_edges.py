@@ -10,7 +10,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import attn_core as ac
-from attn_core.tiled import tiled_attention
+from attn_core.flash.tiled import tiled_attention
 
 F64 = torch.float64
 

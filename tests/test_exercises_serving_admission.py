@@ -8,8 +8,8 @@ import pytest
 import torch
 from learner_answers import JUNK, has_chinese_entry, one_red_line, stub, verdict
 
+from attn_core.caches.paged_cache import PagedKVCache
 from attn_core.exercises import serving_admission as ex
-from attn_core.paged_cache import PagedKVCache
 from attn_core.serving import BlockManager
 from attn_core.serving.scheduler import Request, Scheduler
 

@@ -12,8 +12,8 @@ import torch
 from learner_answers import JUNK, one_red_line, stub
 
 import attn_core as ac
+from attn_core.deepseek.lightning_indexer import top_k_picks as package_top_k
 from attn_core.exercises import sparse_attention as ex
-from attn_core.lightning_indexer import top_k_picks as package_top_k
 
 
 def verdict(check, fn, capsys):

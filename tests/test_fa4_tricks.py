@@ -1,4 +1,4 @@
-"""FA4's tricks in PyTorch (attn_core.fa4_tricks): conditional rescaling and exp2 give the same attention.
+"""FA4's tricks in PyTorch (attn_core.flash.fa4_tricks): conditional rescaling and exp2 give the same attention.
 
 References: F.scaled_dot_product_attention and torch.logsumexp in float64. Bounds: float32 sums of n terms
 (n·2⁻²⁴ relative to Σ|terms|); the polynomial's relative error ε on every weight changes out by at most
@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_core.fa4_tricks import EXP2_POLY3_MAX_REL_ERROR, exp2_poly3, fa4_attention
+from attn_core.flash.fa4_tricks import EXP2_POLY3_MAX_REL_ERROR, exp2_poly3, fa4_attention
 
 F64 = torch.float64
 

@@ -1,4 +1,4 @@
-"""attn_core.flex_variants: FlexAttention's score_mod / mask_mod run eagerly on CPU == attn_core, in float64."""
+"""variants.flex_variants: FlexAttention's score_mod / mask_mod run eagerly on CPU == attn_core, in float64."""
 
 from __future__ import annotations
 

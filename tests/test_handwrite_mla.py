@@ -8,8 +8,8 @@ from learner_answers import JUNK, one_red_line
 from torch import nn
 
 import attn_core as ac
+from attn_core.deepseek.latent_attention import RMSNorm
 from attn_core.exercises.handwrite import check_mla  # re-exported from handwrite_mla
-from attn_core.latent_attention import RMSNorm
 
 
 def mla_class(

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from reference import randn
 
 import attn_core as ac
-from attn_core.linear_attention import GatedDeltaNet, LinearAttentionCache, gated_delta_rule, linear_attention
+from attn_core.linear.gated_deltanet import GatedDeltaNet, LinearAttentionCache
+from attn_core.linear.linear_attention import gated_delta_rule, linear_attention
 
 F64 = torch.float64
 EXACT = dict(rtol=0, atol=1e-12)

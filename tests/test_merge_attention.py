@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attn_core as ac
-from attn_core.merge import merge_attention
+from attn_core.flash.merge import merge_attention
 
 F64 = torch.float64
 MINUS_INF = -math.inf

@@ -11,7 +11,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 import attn_core as ac
-from attn_core.paged_cache import OutOfBlocksError
+from attn_core.caches.paged_cache import OutOfBlocksError
 
 F64 = torch.float64
 HEADS, DIM, VDIM = 2, 3, 5  # kv heads, key dim, value dim (Dv != D on purpose)

@@ -1,4 +1,4 @@
-"""attn_core.rope: apply_rope / rope_angles against Hugging Face's rotary code, and RoPE's properties.
+"""attn_core.positions.rope: apply_rope / rope_angles against Hugging Face's rotary code, and RoPE's properties.
 
 References (installed with transformers, nothing downloaded):
 - rotate-half layout: ``transformers.models.llama.modeling_llama.apply_rotary_pos_emb`` with the cos/sin of
@@ -277,4 +277,6 @@ def test_x_must_be_a_floating_tensor(x):
 
 def test_public_names():
     assert {"apply_rope", "rope_angles"} <= set(ac.__all__)
-    assert ac.apply_rope is ac.rope.apply_rope and ac.rope_angles is ac.rope.rope_angles
+    from attn_core.positions import rope
+
+    assert ac.apply_rope is rope.apply_rope and ac.rope_angles is rope.rope_angles

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attn_core as ac
-from attn_core.tiled import tiled_attention
+from attn_core.flash.tiled import tiled_attention
 
 F32 = torch.float32
 F64 = torch.float64

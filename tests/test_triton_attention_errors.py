@@ -135,7 +135,7 @@ class OutOfResources(Exception):
 
 
 def test_gpu_retries_with_smaller_tiles_when_shared_memory_is_short():
-    from attn_core.kernels.triton_attention import run_with_tiles
+    from attn_core.flash.kernels.triton_attention import run_with_tiles
 
     tried = []
 

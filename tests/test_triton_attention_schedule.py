@@ -1,4 +1,4 @@
-"""attn_core.kernels.schedule (notebook 12b's figure and explorer) agrees with the mask and the kernels' loops."""
+"""attn_core.viz.kernel_schedule (notebook 12b's figure and explorer) agrees with the mask and the kernels' loops."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 import attn_core as ac
 from attn_core.exercises.triton_kernel import causal_key_end
-from attn_core.kernels import schedule
+from attn_core.viz import kernel_schedule as schedule
 from attn_core.viz import widgets
 
 SHAPES = [(48, 64, 16), (64, 48, 16), (37, 37, 8), (16, 80, 32), (5, 3, 4)]

@@ -48,7 +48,7 @@ from attn_core.exercises.handwrite_rope import _config_problem as _rope_config_p
 from attn_core.i18n import localize
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask, padding_mask
-from attn_core.rope import apply_rope
+from attn_core.positions.rope import apply_rope
 
 __all__ = ["Bug", "BUGS", "check_bug", "bug_report", "check_all", "show_bug"]
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from attn_core.caches.kv_cache import KVCache
+from attn_core.deepseek.latent_attention import MultiHeadLatentAttention
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 from attn_core.exercises import handwrite as _hw
-from attn_core.kv_cache import KVCache
-from attn_core.latent_attention import MultiHeadLatentAttention
 from attn_core.masks import causal_mask
-from attn_core.rope import apply_rope
+from attn_core.positions.rope import apply_rope
 
 __all__ = ["check_mla"]
 
@@ -295,7 +295,7 @@ def _layer_problem(layer, ref: MultiHeadLatentAttention) -> str | None:
     if not isinstance(norm, nn.Module) or not isinstance(getattr(norm, "weight", None), torch.Tensor):
         return (
             "no self.kv_a_layernorm with a weight: the latent is normalised by an RMSNorm(kv_lora_rank) "
-            "(ac.latent_attention.RMSNorm, or nn.RMSNorm(kv_lora_rank, eps=1e-6))."
+            "(ac.deepseek.latent_attention.RMSNorm, or nn.RMSNorm(kv_lora_rank, eps=1e-6))."
         )
     for n in (*_NAMES, "kv_a_layernorm"):
         mine, theirs = getattr(layer, n), getattr(ref, n)

@@ -25,9 +25,9 @@ import math
 import torch
 
 from attn_core import i18n
+from attn_core.caches.kv_cache import KVCache
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
 from attn_core.exercises import handwrite as _hw
-from attn_core.kv_cache import KVCache
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from attn_core.exercises import as_number, call_learner, feedback, never_raises
-from attn_core.rope import apply_rope
+from attn_core.positions.rope import apply_rope
 
 __all__ = [
     "check_mla_cache_bytes",

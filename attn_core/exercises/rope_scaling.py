@@ -8,7 +8,7 @@ on top of cos/sin (twice), divided instead of multiplied, with log10 or without 
 over head_dim instead of rotary_dim, every feature rotated, rotate-half pairs taken across the whole head, and
 angles computed in float32 at position 131,000.
 
-The references are written out in float64 here, not taken from ``attn_core.rope``: a grader must not share a bug
+The references are written out in float64 here, not taken from ``positions.rope``: a grader must not share a bug
 with the code it grades (tests/test_exercises_rope_scaling.py checks them against ``ac.rope_frequencies``).
 """
 

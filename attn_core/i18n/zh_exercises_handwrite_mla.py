@@ -104,9 +104,9 @@ CATALOG = [
     *exact(
         {
             "no self.kv_a_layernorm with a weight: the latent is normalised by an RMSNorm(kv_lora_rank) "
-            "(ac.latent_attention.RMSNorm, or nn.RMSNorm(kv_lora_rank, eps=1e-6)).": (
+            "(ac.deepseek.latent_attention.RMSNorm, or nn.RMSNorm(kv_lora_rank, eps=1e-6)).": (
                 "找不到带 weight 的 self.kv_a_layernorm：潜在向量要经过一个 RMSNorm(kv_lora_rank) 归一化"
-                "（ac.latent_attention.RMSNorm，或 nn.RMSNorm(kv_lora_rank, eps=1e-6)）。"
+                "（ac.deepseek.latent_attention.RMSNorm，或 nn.RMSNorm(kv_lora_rank, eps=1e-6)）。"
             ),
             # the diagnoses: one replayed mistake each
             "the rope part is missing: the score of head h is q_nope·k_nope + q_rope·k_rope, where q_rope is the "

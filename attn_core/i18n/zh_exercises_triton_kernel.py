@@ -127,7 +127,7 @@ CATALOG = [
             "the sign is flipped: Δ = rowsum(dO ∘ O) − dlse.": "符号反了：Δ = rowsum(dO ∘ O) − dlse。",
         }
     ),
-    # ---- the kernel-schedule explorer of notebook 12b (attn_core/kernels/schedule.py): labels, titles, lines
+    # ---- the kernel-schedule explorer of notebook 12b (attn_core/viz/kernel_schedule.py): labels, titles, lines
     *exact(
         {
             "key tile": "键分块",

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_core.kv_cache import KVCache
+from attn_core.caches.kv_cache import KVCache
 from attn_core.layers import GroupedQueryAttention
 from attn_core.models.gemma3_cache import cache_dir, load_gemma3  # re-exported: where they always were
 from attn_core.models.gemma3_padding import check_attention_mask, positions_from_mask

@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 
-from attn_core.paged_cache import BlockAllocator
+from attn_core.caches.paged_cache import BlockAllocator
 
 __all__ = ["BlockManager", "chain_block_hashes"]
 
@@ -32,7 +32,7 @@ def chain_block_hashes(tokens: list[int], block_size: int, *, start: list[int] |
 
 
 class BlockManager(BlockAllocator):
-    """A :class:`~attn_core.paged_cache.BlockAllocator` with a prefix cache (``prefix_caching=False``: a plain one).
+    """A :class:`BlockAllocator` with a prefix cache (``prefix_caching=False``: a plain one).
 
     ``lookup(tokens)`` returns the cached blocks of the longest run of leading full blocks, never the block
     holding the last token (its logits must be computed); ``register(block, parent_hash, tokens)`` publishes a

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from attn_core.paged_cache import PagedKVCache
+from attn_core.caches.paged_cache import PagedKVCache
 from attn_core.serving.block_manager import BlockManager
 from attn_core.serving.model_runner import run_step
 from attn_core.serving.scheduler import Request, Scheduler

@@ -16,7 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from attn_core.paged_cache import PagedKVCache
+from attn_core.caches.paged_cache import PagedKVCache
 
 __all__ = ["PaddedDecodeView", "run_step"]
 

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from attn_core.paged_cache import PagedKVCache
+from attn_core.caches.paged_cache import PagedKVCache
 from attn_core.serving.block_manager import BlockManager, chain_block_hashes
 
 __all__ = ["Request", "Scheduler"]

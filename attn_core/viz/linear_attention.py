@@ -17,7 +17,7 @@ import torch
 from matplotlib.figure import Figure
 
 from attn_core.i18n import localize
-from attn_core.linear_attention import gated_delta_rule
+from attn_core.linear.linear_attention import gated_delta_rule
 from attn_core.viz.widgets import _STYLE, DEFAULTS, Explorer, merge_params
 
 __all__ = [

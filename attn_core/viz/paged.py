@@ -15,8 +15,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from attn_core.caches.paged_cache import PagedKVCache
 from attn_core.i18n import localize, translate
-from attn_core.paged_cache import PagedKVCache
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 
 __all__ = ["plot_block_tables", "SEQUENCE_COLORS"]

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from attn_core.i18n import localize
-from attn_core.rope import rope_frequencies
+from attn_core.positions.rope import rope_frequencies
 from attn_core.viz.plotting import DPI
 from attn_core.viz.rope import BASES
 from attn_core.viz.widgets import Explorer, merge_params

@@ -21,9 +21,9 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from attn_core.compressed_attention import CompressedAttention
+from attn_core.deepseek.compressed_attention import CompressedAttention
+from attn_core.deepseek.latent_attention import MultiHeadLatentAttention
 from attn_core.i18n import localize
-from attn_core.latent_attention import MultiHeadLatentAttention
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
 from attn_core.viz.widgets import Explorer, merge_params
 

@@ -16,7 +16,7 @@ import weakref
 
 import torch
 
-from attn_core.compressor import PoolState
+from attn_core.deepseek.compressor import PoolState
 
 __all__ = ["CompressedKVCache"]
 

@@ -11,7 +11,7 @@ the window's first token, ``w · m``, and becomes visible to a query at position
   (second half); entry ``w`` pools window ``w - 1``'s ``Ca`` together with window ``w``'s ``Cb`` over ``2m`` slots
   (overlapping windows, stride ``m``; window 0's missing half gets weight 0). A lightning indexer
   (:class:`CompressedIndexer`, a smaller compressor of its own plus scoring heads) then picks each query's top-k
-  entries, as in DeepSeek-V3.2 (:mod:`attn_core.lightning_indexer`), but over entries rather than tokens.
+  entries, as in DeepSeek-V3.2 (:mod:`attn_core.deepseek.lightning_indexer`), but over entries rather than tokens.
 
 Parameter names follow Hugging Face's ``DeepseekV4HCACompressor`` / ``DeepseekV4CSACompressor`` /
 ``DeepseekV4Indexer``. HF leaves ``position_bias`` uninitialised (``torch.empty``); here it starts at 0 (plain
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attn_core.latent_attention import RMSNorm
-from attn_core.lightning_indexer import top_k_picks
-from attn_core.rope import apply_rope
+from attn_core.deepseek.latent_attention import RMSNorm
+from attn_core.deepseek.lightning_indexer import top_k_picks
+from attn_core.positions.rope import apply_rope
 
 __all__ = ["Compressor", "CompressedIndexer", "PoolState", "rope_last"]
 

@@ -4,7 +4,7 @@ Hugging Face's ``rope_parameters`` key names: ``"linear"`` (position interpolati
 short wavelengths kept, long ones divided by ``factor``, smoothed between) and ``"yarn"`` (a ramp between the
 bands plus an attention factor on cos/sin). ``partial_rotary_factor`` rotates only the first
 ``rotary_dim = int(head_dim · factor)`` features; the rest pass through unrotated. The rotation itself lives in
-:mod:`attn_core.rope`, which imports from here (never the other way round, so there is no import cycle).
+:mod:`attn_core.positions.rope`, which imports from here (never the other way round, so there is no import cycle).
 """
 
 from __future__ import annotations

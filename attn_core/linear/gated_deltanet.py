@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_core.kv_cache import BoundToOneLayer
-from attn_core.linear_attention import gated_delta_rule
+from attn_core.caches.kv_cache import BoundToOneLayer
+from attn_core.linear.linear_attention import gated_delta_rule
 
 __all__ = ["GatedDeltaNet", "GatedRMSNorm", "LinearAttentionCache"]
 

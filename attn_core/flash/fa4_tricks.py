@@ -25,7 +25,7 @@ from typing import NamedTuple
 import torch
 
 from attn_core.attention import check_flag, check_qkv, check_scale, default_scale
-from attn_core.tiled import check_block_size
+from attn_core.flash.tiled import check_block_size
 
 __all__ = ["exp2_poly3", "fa4_attention", "RescaleCount", "EXP2_POLY3_COEFFS", "EXP2_POLY3_MAX_REL_ERROR"]
 

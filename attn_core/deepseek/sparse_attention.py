@@ -1,7 +1,7 @@
 """Sparse attention over gathered keys: each query reads only the ``n`` keys listed for it.
 
 DeepSeek Sparse Attention (DeepSeek-V3.2) picks, per query, the top-k keys with a cheap scorer (the lightning
-indexer, :mod:`attn_core.lightning_indexer`) and then runs ordinary softmax attention over those k keys only.
+indexer, :mod:`attn_core.deepseek.lightning_indexer`) and then runs ordinary softmax attention over those k keys only.
 Written as a dense mask ("key listed for that query") it is the same numbers, but the dense form still builds
 an ``(Lq, Lk)`` score matrix; here the listed keys are gathered, so the work and memory are ``O(Lq · n)``.
 

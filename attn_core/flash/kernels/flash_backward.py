@@ -1,7 +1,7 @@
 """FlashAttention-2's backward pass as three Triton kernels (imported on the first backward: it imports triton).
 
 With ``S = scale·Q Kᵀ``, ``P = exp(S - lse)`` (recomputed per tile from the saved lse, so already
-normalised) and ``O = P V``, the gradients are (notebook 12, ``attn_core/tiled_backward.py``):
+normalised) and ``O = P V``, the gradients are (notebook 12, ``attn_core/flash/tiled_backward.py``):
 
 - ``dV = Pᵀ dO``, ``dP = dO Vᵀ``, ``dS = P ∘ (dP − Δ)``, ``dQ = scale·dS K``, ``dK = scale·dSᵀ Q``,
 - ``Δ = rowsum(dO ∘ O) − dlse`` (one number per query row; ``− dlse`` because ``∂lse/∂S = P``).

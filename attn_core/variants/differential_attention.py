@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from attn_core.attention import scaled_dot_product_attention
-from attn_core.kv_cache import KVCache
+from attn_core.caches.kv_cache import KVCache
 from attn_core.masks import cache_window_mask
-from attn_core.rope import _as_token_positions, _check_base, apply_rope
+from attn_core.positions.rope import _as_token_positions, _check_base, apply_rope
 
 __all__ = ["DifferentialAttention", "lambda_init_for"]
 

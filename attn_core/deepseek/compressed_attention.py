@@ -12,7 +12,7 @@ V4 (April 2026) replaces MLA with a layer whose every part keeps long-context co
 - a **sliding window** of the last ``sliding_window`` tokens in every layer, plus, by layer type:
   none (``compress_rate=None``), **HCA** (every ``m`` tokens pooled into one entry, all visible), or **CSA**
   (overlapping entries every ``m`` tokens, of which a lightning indexer lets each query read its top ``k``);
-  see :mod:`attn_core.compressor`;
+  see :mod:`attn_core.deepseek.compressor`;
 - one softmax over the union of both streams (window keys and compressed entries), plus a learned per-head
   **sink** logit that takes weight and gives nothing (rows sum below 1);
 - a **grouped output projection**: heads in ``o_groups`` groups, each group projected to ``o_lora_rank`` by its own
@@ -29,10 +29,10 @@ import math
 import torch
 from torch import nn
 
-from attn_core.compressed_cache import CompressedKVCache
-from attn_core.compressor import CompressedIndexer, Compressor, rope_last
-from attn_core.latent_attention import RMSNorm
-from attn_core.rope import _check_base
+from attn_core.deepseek.compressed_cache import CompressedKVCache
+from attn_core.deepseek.compressor import CompressedIndexer, Compressor, rope_last
+from attn_core.deepseek.latent_attention import RMSNorm
+from attn_core.positions.rope import _check_base
 
 __all__ = ["CompressedAttention", "CompressedKVCache"]
 

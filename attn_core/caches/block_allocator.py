@@ -1,4 +1,5 @@
-"""The block allocator behind :class:`~attn_core.paged_cache.PagedKVCache`: a free list, reference counts and every
+"""The block allocator behind :class:`~attn_core.caches.paged_cache.PagedKVCache`:
+a free list, reference counts and every
 sequence's block table. One allocator may serve the caches of every layer (``PagedKVCache.for_layers``), so that block
 ``b`` holds the same tokens in each layer's pool; ``attn_core.serving.block_manager`` subclasses it into a prefix cache.
 """

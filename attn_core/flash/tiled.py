@@ -34,7 +34,7 @@ import warnings
 import torch
 
 from attn_core.attention import check_flag, check_qkv, check_scale, default_scale
-from attn_core.tiled_backward import tiled_attention_backward
+from attn_core.flash.tiled_backward import tiled_attention_backward
 
 __all__ = ["tiled_attention", "DEFAULT_BLOCK_SIZE", "TiledAttentionCompileWarning"]
 

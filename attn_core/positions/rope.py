@@ -17,8 +17,8 @@ exact). Measured with D = 128, base 10,000: 1.7e-3 rad at ``m = 60_000``. Positi
 rotation backwards: ``R_{-m} = R_m^T``) but must lie within ``±MAX_POSITION`` (2^40): beyond it even a float64
 angle is off by more than ``2^40 · 2^-53 ≈ 1e-4`` rad, and at 2^53 it is meaningless.
 
-Long context (``scaling=``, ``partial_rotary_factor=``) is computed by :func:`attn_core.rope_scaling.rope_frequencies`,
-re-exported here so ``from attn_core.rope import rope_frequencies`` keeps working.
+Long context (``scaling=``, ``partial_rotary_factor=``) is computed by :func:`rope_scaling.rope_frequencies`,
+re-exported here so ``from attn_core.positions.rope import rope_frequencies`` keeps working.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from attn_core.masks import broadcasts_to
-from attn_core.rope_scaling import (  # re-exported: layers and other modules import these from attn_core.rope
+from attn_core.positions.rope_scaling import (  # re-exported: other modules import these from here
     _check_base,
     _check_scaling,
     _rotary_dim,
-    _yarn_mscale,  # noqa: F401 (re-exported for attn_core.latent_attention)
+    _yarn_mscale,  # noqa: F401 (re-exported for attn_core.deepseek.latent_attention)
     rope_frequencies,
 )
 

@@ -27,7 +27,7 @@ from torch import nn
 
 from attn_core.attention import check_flag
 from attn_core.masks import causal_mask, check_mask
-from attn_core.rope import _as_token_positions, _check_base, apply_rope
+from attn_core.positions.rope import _as_token_positions, _check_base, apply_rope
 
 __all__ = ["LightningIndexer", "make_indexer", "scatter_weights", "top_k_picks", "visible_keys"]
 

@@ -35,11 +35,11 @@ import torch
 from torch import nn
 
 from attn_core.attention import check_flag, scaled_dot_product_attention
-from attn_core.kv_cache import KVCache
-from attn_core.lightning_indexer import make_indexer, scatter_weights
+from attn_core.caches.kv_cache import KVCache
+from attn_core.deepseek.lightning_indexer import make_indexer, scatter_weights
+from attn_core.deepseek.sparse_attention import sparse_attention
 from attn_core.masks import cache_window_mask
-from attn_core.rope import _as_token_positions, _check_base, _yarn_mscale, apply_rope, rope_frequencies
-from attn_core.sparse_attention import sparse_attention
+from attn_core.positions.rope import _as_token_positions, _check_base, _yarn_mscale, apply_rope, rope_frequencies
 
 __all__ = ["MultiHeadLatentAttention", "RMSNorm"]
 
@@ -84,7 +84,7 @@ class MultiHeadLatentAttention(nn.Module):
     ``index_topk=k`` makes it DeepSeek-V3.2's layer (``DeepseekV32Attention``: ``self.indexer`` a
     :class:`attn_core.LightningIndexer` of ``index_n_heads`` heads of ``index_head_dim``): each query attends only
     to the top-k keys the indexer picks among those mask/is_causal allow (one mask for all heads), weights 0 off
-    the picks; ``absorb=True`` then runs :func:`attn_core.sparse_attention` over the picked latents. The cache's
+    the picks; ``absorb=True`` then runs :func:`sparse_attention` over the picked latents. The cache's
     values hold ``[k_rope, index_key]``: ``kv_lora_rank + qk_rope_head_dim + index_head_dim`` numbers per token.
     """
 
@@ -148,7 +148,7 @@ class MultiHeadLatentAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(kv_lora_rank)
         self.kv_b_proj = nn.Linear(kv_lora_rank, num_heads * (qk_nope_head_dim + v_head_dim), bias=False)  # W_UK, W_UV
         self.o_proj = nn.Linear(num_heads * v_head_dim, hidden_dim, bias=False)  # H * v -> hidden
-        self.indexer = None  # DeepSeek-V3.2: index_topk=k adds the lightning indexer (attn_core.lightning_indexer)
+        self.indexer = None  # DeepSeek-V3.2: index_topk=k adds the lightning indexer (deepseek.lightning_indexer)
         if index_topk is not None:
             self.indexer = make_indexer(self, index_topk, index_n_heads, index_head_dim)
 

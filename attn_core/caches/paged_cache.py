@@ -1,6 +1,6 @@
 """Paged KV cache (vLLM's PagedAttention, Kwon et al. 2023): many sequences share one pool of fixed-size blocks.
 
-A contiguous :class:`~attn_core.kv_cache.KVCache` per sequence reserves room for its longest possible length;
+A contiguous :class:`~attn_core.caches.kv_cache.KVCache` per sequence reserves room for its longest possible length;
 a server with many sequences of unknown length wastes most of that. Here keys/values live in a pool of
 ``num_blocks`` blocks of ``block_size`` tokens; each sequence has a *block table* (its blocks, in position
 order), so token ``p`` sits in block ``table[p // block_size]`` at slot ``p % block_size``. A sequence takes a
@@ -25,8 +25,8 @@ import weakref
 
 import torch
 
-from attn_core.block_allocator import BlockAllocator, OutOfBlocksError
-from attn_core.kv_cache import BoundToOneLayer
+from attn_core.caches.block_allocator import BlockAllocator, OutOfBlocksError
+from attn_core.caches.kv_cache import BoundToOneLayer
 
 __all__ = ["BlockAllocator", "OutOfBlocksError", "PagedKVCache", "PagedSequence"]
 

@@ -178,9 +178,9 @@ def run_with_tiles(run, block_size: int, device: torch.device):
 
 
 def _kernel_module(name: str):
-    """``attn_core.kernels.<name>``, which imports triton: only now, after the checks."""
+    """``attn_core.flash.kernels.<name>``, which imports triton: only now, after the checks."""
     try:
-        return importlib.import_module(f"attn_core.kernels.{name}")
+        return importlib.import_module(f"attn_core.flash.kernels.{name}")
     except ImportError as error:  # triton missing or broken, however the import was blocked
         raise ImportError(
             f"ac.triton_attention needs the optional triton extra: {INSTALL_HINT} (triton==3.9.0). Importing it "

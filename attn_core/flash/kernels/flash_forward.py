@@ -3,7 +3,7 @@
 One *program* (a GPU thread block; under ``TRITON_INTERPRET=1`` one turn of a Python loop) owns
 ``BLOCK_M`` queries of one (batch, query head). It loads its query tile once, then walks over the key
 tiles keeping per query row the running max ``m``, the running sum ``l`` of ``exp(s - m)`` and the
-unnormalised output ``acc``: the loop of ``attn_core/tiled.py`` (notebook 08), with the ``(G·Tq, Tk)``
+unnormalised output ``acc``: the loop of ``attn_core/flash/tiled.py`` (notebook 08), with the ``(G·Tq, Tk)``
 tile of a kv head cut into one program per query head. Nothing of size ``(Lq, Lk)`` is ever stored.
 
 Pointers are plain arithmetic on the tensors' strides (triton 3.9 removed ``tl.make_block_ptr``), so a

@@ -16,7 +16,7 @@ unit lower-triangular system (the WY / UT transform), solved once per chunk with
 over chunks is sequential. Every decay factor is ``exp`` of a non-positive number (``G_i − G_j`` with ``j ≤ i``, masked
 before ``exp``), so very negative gates underflow to 0 instead of overflowing to inf · 0 = NaN.
 
-``GatedDeltaNet`` (Qwen3.5's layer) and ``LinearAttentionCache`` live in ``attn_core.gated_deltanet``, re-exported here.
+``GatedDeltaNet`` (Qwen3.5's layer) and ``LinearAttentionCache`` live in ``attn_core.linear.gated_deltanet``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-__all__ = ["gated_delta_rule", "linear_attention", "GatedDeltaNet", "LinearAttentionCache"]
+__all__ = ["gated_delta_rule", "linear_attention"]
 
 LINEAR_ATTENTION_CHUNK = 64  # linear_attention's internal chunk: any size gives the same result up to rounding
 
@@ -207,6 +207,3 @@ def linear_attention(q, k, v, g=None, *, scale=None, initial_state=None):
     _check_inputs(q, k, v, g, None, initial_state, None)
     q, k, v, g, _, state = _prepare(q, k, v, g, None, scale, initial_state)
     return _chunked(q, k, v, g, None, state, LINEAR_ATTENTION_CHUNK)
-
-
-from attn_core.gated_deltanet import GatedDeltaNet, LinearAttentionCache  # noqa: E402  (they use gated_delta_rule)
