@@ -18,6 +18,8 @@ import transformers.models.deepseek_v4.modeling_deepseek_v4 as hf_v4
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import F64, randn
+from test_rope_scaling import hf_float64
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.deepseek_v4.configuration_deepseek_v4 import DeepseekV4Config
 
 import attn_core as ac
@@ -41,13 +43,24 @@ def make_layer(kind: str, window: int = 5, seed: int = 0, **overrides) -> ac.Com
     return layer.to(F64)
 
 
+# The released V4's rope_scaling (config.json of DeepSeek-V4-Flash/Pro): HF applies it to CSA/HCA layers only,
+# at compress_rope_theta, with attention_factor forced to 1.0 (DeepseekV4Config.__post_init__).
+V4_YARN = {"rope_type": "yarn", "factor": 16, "beta_fast": 32, "beta_slow": 1}
+V4_YARN["original_max_position_embeddings"] = 65536
+
+
 def rotary64(self, x, position_ids, layer_type=None):
-    """HF's DeepseekV4RotaryEmbedding.forward in float64 (the same formula)."""
+    """HF's DeepseekV4RotaryEmbedding.forward in float64 (the same formula; YaRN's frequencies from HF's own
+    ROPE_INIT_FUNCTIONS run in float64)."""
     params = self.config.rope_parameters[layer_type]
     dim = int(self.config.head_dim * params["partial_rotary_factor"])
     inv_freq = 1.0 / (params["rope_theta"] ** (torch.arange(0, dim, 2, dtype=F64) / dim))  # (dim/2,)
-    freqs = position_ids[..., None].to(F64) * inv_freq  # (B, L, dim/2)
-    return freqs.cos(), freqs.sin()
+    factor = 1.0
+    if params["rope_type"] != "default":
+        with hf_float64():
+            inv_freq, factor = ROPE_INIT_FUNCTIONS[params["rope_type"]](self.config, None, layer_type=layer_type)
+    freqs = position_ids[..., None].to(F64) * inv_freq.to(F64)  # (B, L, dim/2)
+    return freqs.cos() * factor, freqs.sin() * factor
 
 
 @pytest.fixture
@@ -77,7 +90,7 @@ def exact_hf(monkeypatch):
     )
 
 
-def hf_twin(layer: ac.CompressedAttention) -> hf_v4.DeepseekV4Attention:
+def hf_twin(layer: ac.CompressedAttention, rope_parameters: dict | None = None) -> hf_v4.DeepseekV4Attention:
     rate = layer.compress_rate or 4
     config = DeepseekV4Config(
         hidden_size=HIDDEN,
@@ -95,6 +108,7 @@ def hf_twin(layer: ac.CompressedAttention) -> hf_v4.DeepseekV4Attention:
         # the layer's base is its type's: "main" for a window-only layer, "compress" for HCA/CSA; the other differs
         rope_theta=layer.rope_base if layer.compressor is None else 10000.0,
         compress_rope_theta=layer.rope_base if layer.compressor is not None else 160000.0,
+        rope_parameters=None if rope_parameters is None else dict(rope_parameters),
         **INDEX,
     )
     config._attn_implementation = "eager"
@@ -137,6 +151,60 @@ def test_layer_type_base_is_the_one_hugging_face_uses(kind, exact_hf):
     x = randn(1, 12, HIDDEN, seed=13)  # (B, L, hidden)
     expected, _ = hf_forward(hf_twin(layer), x, 4, layer.rope_base)
     torch.testing.assert_close(layer(x)[0], expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("original", [65536, 16])  # the released value; a small one puts pairs on YaRN's ramp
+def test_released_rope_config_matches_hugging_face(kind, original, exact_hf):
+    """Issue #33: the released V4 rotates CSA/HCA layers with compress_rope_theta 160000 and YaRN factor 16
+    (attention factor 1), window-only layers with rope_theta 10000 unscaled. Each layer type, given its own base
+    and scaling, equals HF configured as released; the compressed ones differ without rope_scaling."""
+    yarn = V4_YARN | {"original_max_position_embeddings": original}
+    compressed = kind != "sliding_attention"
+    base, scaling = (160000.0, yarn) if compressed else (10000.0, None)
+    layer = make_layer(kind, window=6, seed=21, rope_base=base, rope_scaling=scaling)
+    hf = hf_twin(layer, rope_parameters=yarn)
+    assert hf.rope_layer_type == ("compress" if compressed else "main")
+    x = randn(2, 40, HIDDEN, seed=22)  # (B, L, hidden)
+    out, weights = layer(x)
+    expected_out, expected_weights = hf_forward(hf, x, 6, base)
+    torch.testing.assert_close(out, expected_out, rtol=0, atol=1e-12)
+    torch.testing.assert_close(weights, expected_weights, rtol=0, atol=1e-12)
+    if compressed:  # the scaling matters: without it the same weights miss by 1e6 x the tolerance or more (4e-4 at
+        # 40 tokens and 3 rotary pairs here; the review measured 0.18 with 8 pairs): a real miss, not rounding
+        unscaled = make_layer(kind, window=6, seed=21, rope_base=base)
+        assert (unscaled(x)[0] - expected_out).abs().max() > 1e-6
+
+
+def test_rope_scaling_is_checked_and_copied():
+    given = dict(V4_YARN)
+    layer = make_layer("heavily_compressed_attention", rope_base=160000.0, rope_scaling=given)
+    assert given == V4_YARN  # not modified
+    assert layer.rope_scaling == V4_YARN | {"attention_factor": 1.0}  # as HF's DeepseekV4Config sets it
+    assert layer.compressor.rope_scaling == layer.rope_scaling
+    explicit = make_layer("heavily_compressed_attention", rope_scaling=V4_YARN | {"attention_factor": 1.2})
+    assert explicit.rope_scaling["attention_factor"] == 1.2
+    with pytest.raises(TypeError, match="rope_scaling must be a dict"):
+        make_layer("sliding_attention", rope_scaling=16)
+    with pytest.raises(ValueError, match="factor"):
+        make_layer("sliding_attention", rope_scaling={"rope_type": "yarn", "original_max_position_embeddings": 64})
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_empty_input_is_legal(kind):
+    """L = 0 (an empty prompt, an empty decode chunk) returns empty outputs and leaves the cache as it was."""
+    layer = make_layer(kind, window=4)
+    out, weights = layer(randn(2, 0, HIDDEN))
+    assert out.shape == (2, 0, HIDDEN) and weights.shape == (2, HEADS, 0, 0)
+    cache = ac.CompressedKVCache()
+    x = randn(2, 7, HIDDEN, seed=23)  # (B, L, hidden)
+    expected, _ = layer(x)
+    layer(x[:, :0], cache=cache)  # empty first chunk
+    first, _ = layer(x[:, :5], cache=cache)
+    empty, empty_weights = layer(x[:, :0], cache=cache)  # empty chunk in the middle
+    assert len(cache) == 5 and empty.shape == (2, 0, HIDDEN) and empty_weights.shape[2] == 0
+    rest, _ = layer(x[:, 5:], cache=cache)
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), expected, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

@@ -15,6 +15,12 @@ V4 (April 2026) replaces MLA with a layer whose every part keeps long-context co
   see :mod:`attn_core.deepseek.compressor`;
 - one softmax over the union of both streams (window keys and compressed entries), plus a learned per-head
   **sink** logit that takes weight and gives nothing (rows sum below 1);
+- two rotary settings in the released model: window-only layers rotate with ``rope_theta`` (10,000) and no
+  scaling; CSA and HCA layers rotate everything (queries, window keys, compressed entries, the indexer) with
+  ``compress_rope_theta`` (160,000) and YaRN (factor 16, ``attention_factor`` 1). Pass a layer its own base as
+  ``rope_base=`` and its scaling as ``rope_scaling=`` (Hugging Face's key names, as
+  :class:`attn_core.MultiHeadLatentAttention`); a YaRN dict without ``attention_factor`` gets 1.0, as
+  Hugging Face's ``DeepseekV4Config`` sets it (the reference code does not scale cos/sin);
 - a **grouped output projection**: heads in ``o_groups`` groups, each group projected to ``o_lora_rank`` by its own
   block (``o_a_proj``, block-diagonal), then ``o_b_proj`` mixes them.
 
@@ -25,6 +31,7 @@ and ``position_bias`` uninitialised (``torch.empty``); here they start at 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -32,7 +39,7 @@ from torch import nn
 from attn_core.deepseek.compressed_cache import CompressedKVCache
 from attn_core.deepseek.compressor import CompressedIndexer, Compressor, rope_last
 from attn_core.deepseek.latent_attention import RMSNorm
-from attn_core.positions.rope import _check_base
+from attn_core.positions.rope import _check_base, rope_frequencies
 
 __all__ = ["CompressedAttention", "CompressedKVCache"]
 
@@ -68,6 +75,7 @@ class CompressedAttention(nn.Module):
         index_n_heads: int = 64,
         index_head_dim: int = 128,
         rope_base: float = 10000.0,
+        rope_scaling: dict | None = None,
         eps: float = 1e-6,
     ):
         super().__init__()
@@ -116,6 +124,18 @@ class CompressedAttention(nn.Module):
             index_topk,
         )
         self.rope_base, self.eps = _check_base(rope_base), float(eps)
+        if rope_scaling is not None:
+            if not isinstance(rope_scaling, Mapping):
+                raise TypeError(
+                    "rope_scaling must be a dict with Hugging Face's rope_parameters keys (e.g. {'rope_type': 'yarn', "
+                    f"'factor': 16, 'original_max_position_embeddings': 65536}}) or None, "
+                    f"got {type(rope_scaling).__name__}."
+                )
+            rope_scaling = dict(rope_scaling)  # a copy: never modified
+            if rope_scaling.get("rope_type", rope_scaling.get("type")) == "yarn":
+                rope_scaling.setdefault("attention_factor", 1.0)  # V4 does not scale cos/sin (HF's DeepseekV4Config)
+            rope_frequencies(qk_rope_head_dim, base=self.rope_base, scaling=rope_scaling)  # validates rope_scaling
+        self.rope_scaling = rope_scaling
         self.scale = head_dim**-0.5
 
         self.q_a_proj = nn.Linear(hidden_dim, q_lora_rank, bias=False)  # hidden -> q_lora_rank
@@ -129,7 +149,7 @@ class CompressedAttention(nn.Module):
         self.sinks = nn.Parameter(torch.zeros(num_heads))  # (H,): one sink logit per head
         self.compressor = None
         if compress_rate is not None:
-            rope = dict(rope_dim=qk_rope_head_dim, rope_base=self.rope_base, eps=eps)
+            rope = dict(rope_dim=qk_rope_head_dim, rope_base=self.rope_base, eps=eps, rope_scaling=self.rope_scaling)
             overlap = index_topk is not None  # CSA's overlapping windows; HCA's are disjoint
             self.compressor = Compressor(hidden_dim, head_dim, compress_rate, overlap=overlap, **rope)
             if overlap:
@@ -147,7 +167,8 @@ class CompressedAttention(nn.Module):
         return (
             f"{self.layer_type}: hidden_dim={self.hidden_dim}, num_heads={self.num_heads}, head_dim={self.head_dim}, "
             f"qk_rope_head_dim={self.qk_rope_head_dim}, sliding_window={self.sliding_window}, "
-            f"compress_rate={self.compress_rate}, index_topk={self.index_topk}, o_groups={self.o_groups}"
+            f"compress_rate={self.compress_rate}, index_topk={self.index_topk}, o_groups={self.o_groups}, "
+            f"rope_base={self.rope_base}, rope_scaling={self.rope_scaling}"
         )
 
     def _rms(self, t: torch.Tensor) -> torch.Tensor:
@@ -191,8 +212,9 @@ class CompressedAttention(nn.Module):
 
         q_latent = self.q_a_norm(self.q_a_proj(x))  # (B, Lq, q_lora_rank): also the indexer's query input
         q = self.q_b_proj(q_latent).view(batch, q_len, heads, head_dim).transpose(1, 2)  # (B, H, Lq, D)
-        q = rope_last(self._rms(q), positions, rope, self.rope_base)  # (B, H, Lq, D)
-        kv = rope_last(self.kv_norm(self.kv_proj(x)), positions, rope, self.rope_base)  # (B, Lq, D): K = V
+        rotary = (rope, self.rope_base, self.rope_scaling)
+        q = rope_last(self._rms(q), positions, *rotary)  # (B, H, Lq, D)
+        kv = rope_last(self.kv_norm(self.kv_proj(x)), positions, *rotary)  # (B, Lq, D): K = V
 
         if cache is not None and cache.window_keys is not None:
             kv = torch.cat([cache.window_keys, kv], dim=1)  # (B, K, D): the held window, then the new tokens
@@ -214,9 +236,10 @@ class CompressedAttention(nn.Module):
         weights = torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]  # (B, H, Lq, K + T)
         out = weights @ keys.unsqueeze(1)  # (B, H, Lq, D): the keys are the values
         # The value carried its key's rotation: rotate the rope slice back by the query's position.
-        out = rope_last(out, -positions, rope, self.rope_base)  # (B, H, Lq, D)
+        out = rope_last(out, -positions, *rotary)  # (B, H, Lq, D)
 
-        grouped = out.transpose(1, 2).reshape(batch, q_len, self.o_groups, -1)  # (B, Lq, G, H * D / G)
+        group_in = heads * head_dim // self.o_groups  # spelled out: reshape cannot infer -1 when L = 0
+        grouped = out.transpose(1, 2).reshape(batch, q_len, self.o_groups, group_in)  # (B, Lq, G, H * D / G)
         blocks = self.o_a_proj.weight.view(self.o_groups, self.o_lora_rank, -1)  # (G, o_lora, H * D / G)
         mixed = torch.einsum("blgi,goi->blgo", grouped, blocks).flatten(2)  # (B, Lq, G * o_lora)
         return self.o_b_proj(mixed), weights  # (B, Lq, hidden), (B, H, Lq, K + T)

@@ -34,9 +34,12 @@ from attn_core.positions.rope import apply_rope
 __all__ = ["Compressor", "CompressedIndexer", "PoolState", "rope_last"]
 
 
-def rope_last(t: torch.Tensor, positions: torch.Tensor, rope_dim: int, base: float) -> torch.Tensor:
-    """Interleaved RoPE on the LAST ``rope_dim`` features of ``t (..., L, D)`` (V4's partial RoPE)."""
-    rotated = apply_rope(t[..., -rope_dim:], positions, base=base, interleaved=True)  # (..., L, rope)
+def rope_last(
+    t: torch.Tensor, positions: torch.Tensor, rope_dim: int, base: float, scaling: dict | None = None
+) -> torch.Tensor:
+    """Interleaved RoPE on the LAST ``rope_dim`` features of ``t (..., L, D)`` (V4's partial RoPE); ``scaling``:
+    Hugging Face's rope_parameters keys (V4's compressed layers: YaRN), as in :func:`attn_core.apply_rope`."""
+    rotated = apply_rope(t[..., -rope_dim:], positions, base=base, interleaved=True, scaling=scaling)  # (.., L, rope)
     return torch.cat([t[..., :-rope_dim], rotated], dim=-1)  # (..., L, D)
 
 
@@ -63,11 +66,20 @@ class Compressor(nn.Module):
     """Pools every ``compress_rate`` tokens into one entry of ``head_dim`` (see the module docstring)."""
 
     def __init__(
-        self, hidden_dim: int, head_dim: int, compress_rate: int, *, overlap: bool, rope_dim: int, rope_base: float, eps
+        self,
+        hidden_dim: int,
+        head_dim: int,
+        compress_rate: int,
+        *,
+        overlap: bool,
+        rope_dim: int,
+        rope_base: float,
+        eps,
+        rope_scaling: dict | None = None,
     ):
         super().__init__()
         self.head_dim, self.compress_rate, self.overlap = head_dim, compress_rate, overlap
-        self.rope_dim, self.rope_base = rope_dim, rope_base
+        self.rope_dim, self.rope_base, self.rope_scaling = rope_dim, rope_base, rope_scaling
         width = 2 * head_dim if overlap else head_dim  # CSA: two series, Ca then Cb
         self.kv_proj = nn.Linear(hidden_dim, width, bias=False)  # hidden -> width
         self.gate_proj = nn.Linear(hidden_dim, width, bias=False)  # hidden -> width
@@ -99,7 +111,7 @@ class Compressor(nn.Module):
         weights = torch.softmax(gate, dim=2)  # (B, n, slots, D): a softmax per feature over the window's slots
         entries = self.kv_norm((weights * kv).sum(dim=2))  # (B, n, D)
         positions = (torch.arange(n, device=kv.device) + first_window) * m  # (n,): the window's first token
-        return rope_last(entries, positions, self.rope_dim, self.rope_base)  # (B, n, D)
+        return rope_last(entries, positions, self.rope_dim, self.rope_base, self.rope_scaling)  # (B, n, D)
 
     def update(self, x: torch.Tensor, state: PoolState | None) -> tuple[torch.Tensor, PoolState]:
         """Project the new tokens ``x (B, L, hidden)``, close the windows they complete; return every entry so
@@ -133,9 +145,18 @@ class CompressedIndexer(Compressor):
     """CSA's lightning indexer: its own overlapping compressor at ``head_dim`` (the index width), query heads
     from the layer's query latent, ``score = Σ_h w_h relu(q_h · entry) / sqrt(head_dim)``, top-k entries."""
 
-    def __init__(self, hidden_dim, q_lora_rank, head_dim, num_heads, compress_rate, topk, *, rope_dim, rope_base, eps):
+    def __init__(
+        self, hidden_dim, q_lora_rank, head_dim, num_heads, compress_rate, topk, *, rope_dim, rope_base, eps, **scaling
+    ):
         super().__init__(
-            hidden_dim, head_dim, compress_rate, overlap=True, rope_dim=rope_dim, rope_base=rope_base, eps=eps
+            hidden_dim,
+            head_dim,
+            compress_rate,
+            overlap=True,
+            rope_dim=rope_dim,
+            rope_base=rope_base,
+            eps=eps,
+            **scaling,
         )
         self.num_heads, self.topk = num_heads, topk
         self.q_b_proj = nn.Linear(q_lora_rank, num_heads * head_dim, bias=False)  # q_lora_rank -> Hi * Di
@@ -145,7 +166,7 @@ class CompressedIndexer(Compressor):
         """Top-k visible entries for queries at ``positions (Lq,)``: ``(B, Lq, min(topk, T))`` int64, -1 = none."""
         batch, q_len, _ = x.shape
         q = self.q_b_proj(q_latent).view(batch, q_len, self.num_heads, self.head_dim).transpose(1, 2)  # (B,Hi,Lq,Di)
-        q = rope_last(q, positions, self.rope_dim, self.rope_base)  # (B, Hi, Lq, Di)
+        q = rope_last(q, positions, self.rope_dim, self.rope_base, self.rope_scaling)  # (B, Hi, Lq, Di)
         per_head = torch.relu(q @ entries.unsqueeze(1).transpose(-2, -1))  # (B, Hi, Lq, T)
         head_weights = self.scorer.weights_proj(x) / math.sqrt(self.num_heads)  # (B, Lq, Hi): no softmax
         scores = torch.einsum("bqh,bhqt->bqt", head_weights, per_head) / math.sqrt(self.head_dim)  # (B, Lq, T)
