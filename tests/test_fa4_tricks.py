@@ -113,3 +113,38 @@ def test_bad_arguments_raise(kwargs, error, words):
     q = randn(1, 1, 4, 8, seed=0)  # (B, H, L, D)
     with pytest.raises(error, match=words):
         fa4_attention(q, q, q, **kwargs)
+
+
+def test_runs_on_the_device_of_its_inputs():
+    """D2: the running state (m, l, acc), the query positions and the causal mask are built on q's device. The meta
+    device takes the same path as CUDA without a GPU: a CPU tensor mixed in raises "not on the expected device"."""
+    q = torch.empty(2, 4, 24, 16, device="meta")  # (B, Hq, Lq, D)
+    k, v = torch.empty(2, 2, 40, 16, device="meta"), torch.empty(2, 2, 40, 16, device="meta")  # (B, Hkv, Lk, D)
+    for is_causal in (False, True):
+        for polynomial in (False, True):
+            out, lse, count = fa4_attention(q, k, v, is_causal=is_causal, block_size=16, polynomial_exp2=polynomial)
+            assert out.device.type == lse.device.type == "meta"
+            assert out.shape == (2, 4, 24, 16) and lse.shape == (2, 4, 24)
+            assert count.rescaled.device.type == "meta"  # no values to count: the counts stay on the device
+
+
+def test_counts_are_python_ints_on_a_real_device():
+    q = randn(1, 1, 20, 16, seed=12)  # (B, H, L, D)
+    count = fa4_attention(q, q, q, block_size=16, rescale_threshold=0.0)[2]
+    assert type(count.rescaled) is int and type(count.steps) is int and count.steps == 20
+
+
+def test_exp2_poly3_outside_attentions_range():
+    """D6: overflow gives inf (the int32 exponent used to wrap: inf -> NaN, 1e10 -> 0), underflow 0, NaN stays."""
+    x = torch.tensor([math.inf, 1e10, 128.0, 200.0, 127.5, -126.0, -126.5, -1e10, -math.inf, math.nan])
+    got = exp2_poly3(x)  # (10,)
+    assert got[:4].isposinf().all()  # 2^128 and above overflow float32
+    assert math.isfinite(got[4]) and abs(got[4].item() / 2**127.5 - 1) <= EXP2_POLY3_MAX_REL_ERROR + 2**-23
+    assert got[5].item() == pytest.approx(2.0**-126, rel=EXP2_POLY3_MAX_REL_ERROR)  # the smallest normal float32
+    assert got[6:9].eq(0).all() and got[9].isnan()
+    x64 = torch.tensor([1000.0, 1024.0, -1022.0, -1023.0], dtype=F64)  # float64's own range
+    got64 = exp2_poly3(x64)  # (4,)
+    assert abs(got64[0].item() / 2.0**1000 - 1) <= EXP2_POLY3_MAX_REL_ERROR and got64[1].isposinf()
+    assert got64[2].item() == pytest.approx(2.0**-1022, rel=EXP2_POLY3_MAX_REL_ERROR) and got64[3] == 0
+    with pytest.raises(TypeError, match="floating-point"):
+        exp2_poly3(torch.arange(3))
