@@ -121,9 +121,10 @@ def fa4_attention(
     q2 = q.to(compute) * (scale * LOG2E)  # (..., Hq, Lq, D): log₂e folded into the scale, once per query
     query_pos = torch.arange(q_len, device=q.device).unsqueeze(-1)  # (Lq, 1)
 
-    reference = torch.full((*batch, num_heads, q_len, 1), -math.inf, dtype=compute, device=q.device)  # (..., Hq, Lq, 1) m₂ in use
-    row_sum = torch.zeros(*batch, num_heads, q_len, 1, dtype=compute, device=q.device)  # (..., Hq, Lq, 1)
-    acc = torch.zeros(*batch, num_heads, q_len, values.shape[-1], dtype=compute, device=q.device)  # (..., Hq, Lq, Dv)
+    state = {"dtype": compute, "device": q.device}
+    reference = torch.full((*batch, num_heads, q_len, 1), -math.inf, **state)  # (..., Hq, Lq, 1) m₂ in use
+    row_sum = torch.zeros(*batch, num_heads, q_len, 1, **state)  # (..., Hq, Lq, 1)
+    acc = torch.zeros(*batch, num_heads, q_len, values.shape[-1], **state)  # (..., Hq, Lq, Dv)
     rescaled = steps = torch.zeros((), dtype=torch.int64, device=q.device)  # () counts, read once at the end
     for start in range(0, k_len, block_size):
         stop = min(start + block_size, k_len)
