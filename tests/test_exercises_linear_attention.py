@@ -101,6 +101,13 @@ def overflowing(g):
     return (cum.exp()[..., :, None] * (-cum).exp()[..., None, :]).tril()
 
 
+def masked_after_exp(g):
+    # Subtracts first (right) but masks by multiplying after the exp: inf · 0 = NaN above the diagonal.
+    cum = g.cumsum(-1)
+    future_is_zero = torch.ones(g.shape[-1], g.shape[-1], dtype=g.dtype).tril()
+    return (cum[..., :, None] - cum[..., None, :]).exp() * future_is_zero
+
+
 def unmasked(g):
     cum = g.clamp(min=-1).cumsum(-1)
     return (cum[..., :, None] - cum[..., None, :]).exp()
@@ -126,6 +133,7 @@ WRONG = [
     (check_expand_heads, lambda qk, hv: qk.flip(1).repeat_interleave(hv // qk.shape[1], dim=1), "h // "),
     (check_expand_heads, lambda qk, hv: qk, "must have shape"),
     (check_chunk_decay, overflowing, "exp(G_i)·exp(−G_j) overflows"),
+    (check_chunk_decay, masked_after_exp, "masked after the exp"),
     (check_chunk_decay, unmasked, "above the diagonal"),
     (check_chunk_decay, decay_transposed, "transposed"),
     (check_chunk_decay, exclusive, "off by one"),

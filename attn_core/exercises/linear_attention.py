@@ -164,7 +164,18 @@ def check_chunk_decay(fn: Callable) -> bool:
         expected = chunk_decay(g)  # (..., C, C)
         if _close(answer, expected):
             continue
-        if not bool(torch.isfinite(answer.to(F64)).all()):
+        finite = torch.isfinite(answer.to(F64))  # (..., C, C)
+        on_and_below = torch.ones(size, size, dtype=torch.bool).tril()  # (C, C) j <= i
+        if not bool(finite.all()) and bool(finite[..., on_and_below].all()):
+            # Subtracted first (the part on and below the diagonal is finite), but masked by multiplying after the
+            # exp: above the diagonal G_i − G_j > 0, exp overflows to inf, and inf · 0 = NaN.
+            return feedback(
+                name,
+                f"{where}: your matrix has inf or NaN above the diagonal only. Subtracting first was right, but "
+                "the future was masked after the exp: there G_i − G_j > 0, exp(G_i − G_j) is inf, and inf · 0 = "
+                "NaN. Mask j > i to −inf before the exp (masked_fill), or pick 0 with torch.where.",
+            )
+        if not bool(finite.all()):
             return feedback(
                 name,
                 f"{where}: your matrix has inf or NaN. exp(G_i)·exp(−G_j) overflows: exp(−G_j) = exp({size * 50}) is "

@@ -106,6 +106,14 @@ CATALOG = [
         "（而 exp(G_i) 下溢为 0，于是 inf · 0 = NaN）。先相减 exp(G_i − G_j)，并在 exp 之前把 j > i 的位置置为 −inf。",
     ),
     (
+        r"your matrix has inf or NaN above the diagonal only\. Subtracting first was right, but the future was "
+        r"masked after the exp: there G_i − G_j > 0, exp\(G_i − G_j\) is inf, and inf · 0 = NaN\. Mask j > i to "
+        r"−inf before the exp \(masked_fill\), or pick 0 with torch\.where\.",
+        "你的矩阵只在对角线以上有 inf 或 NaN。先相减是对的，但你在 exp 之后才屏蔽未来：那里 G_i − G_j > 0，"
+        "exp(G_i − G_j) 是 inf，而 inf · 0 = NaN。请在 exp 之前把 j > i 的位置置为 −inf（masked_fill），"
+        "或者用 torch.where 取 0。",
+    ),
+    (
         r"your matrix is transposed: row i is the query/reader, \[i, j\] = exp\(G_i − G_j\)\.",
         "你的矩阵转置了：第 i 行是查询/读取者，[i, j] = exp(G_i − G_j)。",
     ),
