@@ -38,6 +38,29 @@ def scores_softmax_unscaled(q, k, w):
     return (torch.softmax(w, -1).transpose(1, 2).unsqueeze(-1) * s).sum(1) / math.sqrt(q.shape[-1])
 
 
+def scores_softmax_of_scaled_weights(q, k, w):
+    """Issue #33: a softmax over the heads of w / sqrt(H), then the usual sum (got the generic message)."""
+    heads = q.shape[1]
+    return ex.index_scores(q, k, torch.softmax(w / math.sqrt(heads), dim=-1) * math.sqrt(heads))
+
+
+def scores_softmax_over_heads_of_terms(q, k, w):
+    """A softmax over the head axis of the weighted per-head terms, then their sum."""
+    per_head = torch.relu(q @ k.unsqueeze(1).mT) / math.sqrt(q.shape[-1])  # (B, H, Lq, Lk)
+    terms = (w / math.sqrt(q.shape[1])).transpose(1, 2).unsqueeze(-1) * per_head  # (B, H, Lq, Lk)
+    return terms.softmax(dim=1).sum(1)
+
+
+def scores_sigmoid_weights(q, k, w):
+    return ex.index_scores(q, k, torch.sigmoid(w))
+
+
+def scores_softmax_over_heads_of_relu(q, k, w):
+    """The head weights kept, but the per-head ReLU scores normalised across the heads."""
+    per_head = torch.relu(q @ k.unsqueeze(1).mT / math.sqrt(q.shape[-1])).softmax(dim=1)  # (B, H, Lq, Lk)
+    return ((w / math.sqrt(q.shape[1])).transpose(1, 2).unsqueeze(-1) * per_head).sum(1)
+
+
 def scores_no_relu(q, k, w):
     return (w.transpose(1, 2).unsqueeze(-1) * (q @ k.unsqueeze(1).mT)).sum(1) / math.sqrt(q.shape[1] * q.shape[-1])
 
@@ -63,6 +86,10 @@ def scores_no_scales(q, k, w):
     [
         (scores_softmax, "softmax over the head weights"),
         (scores_softmax_unscaled, "softmax over the head weights"),
+        (scores_softmax_of_scaled_weights, "head weights lost their signs"),
+        (scores_softmax_over_heads_of_terms, "head weights lost their signs"),
+        (scores_sigmoid_weights, "head weights lost their signs"),
+        (scores_softmax_over_heads_of_relu, "softmax over the heads of the per-head scores"),
         (scores_no_relu, "forgot the ReLU"),
         (scores_relu_after_sum, "after summing the heads"),
         (scores_no_head_scale, "1/sqrt(num_heads)."),
@@ -173,6 +200,27 @@ def picks_worst_first(scores, topk, start):
     return ex.top_k_picks(scores, topk, start).flip(-1)
 
 
+def picks_without_min(scores, topk, start):
+    """Issue #33 (passed before): .topk(topk) without min(topk, Lk) crashes on a row shorter than topk."""
+    q_len, k_len = scores.shape[-2:]
+    future = torch.arange(k_len)[None, :] > torch.arange(start, start + q_len)[:, None]
+    best, idx = scores.masked_fill(future, -math.inf).topk(topk, dim=-1)
+    return idx.masked_fill(best == -math.inf, -1)
+
+
+def picks_padded_to_topk(scores, topk, start):
+    """Issue #33 (passed before): topk columns, the missing ones padded with -1 (the stated shape is min(topk, Lk))."""
+    picks = ex.top_k_picks(scores, topk, start)  # (B, Lq, min(topk, Lk))
+    return torch.cat([picks, picks.new_full((*picks.shape[:2], topk - picks.shape[-1]), -1)], dim=-1)
+
+
+def picks_own_key_hidden(scores, topk, start):
+    q_len, k_len = scores.shape[-2:]
+    hidden = torch.arange(k_len)[None, :] >= torch.arange(start, start + q_len)[:, None]  # >=: itself hidden
+    best, idx = scores.masked_fill(hidden, -math.inf).topk(min(topk, k_len), dim=-1)
+    return idx.masked_fill(best == -math.inf, -1)
+
+
 @pytest.mark.parametrize(
     ("fn", "phrase"),
     [
@@ -180,6 +228,9 @@ def picks_worst_first(scores, topk, start):
         (picks_not_offset, "not offset"),
         (picks_no_minus_one, "mark those picks -1"),
         (picks_worst_first, "best (highest score) first"),
+        (picks_without_min, "take min(topk, Lk) picks"),
+        (picks_padded_to_topk, "-1 marks a hidden key, not a missing one"),
+        (picks_own_key_hidden, "hid its own key"),
     ],
 )
 def test_picks_mistakes_are_named(fn, phrase, capsys):

@@ -3,13 +3,15 @@
 Each ``check_…`` takes the learner's function, prints a verdict through :func:`attn_core.exercises.feedback`
 and returns True/False; it never raises on a wrong answer and names the usual mistakes:
 
-1. ``check_index_scores``: the lightning indexer's scores. A softmax on the head weights, the ReLU forgotten or
+1. ``check_index_scores``: the lightning indexer's scores. A softmax over the heads (on the head weights, or on
+   the per-head scores; any answer whose head weights lose their signs is probed for), the ReLU forgotten or
    taken after the head sum, the ``1/sqrt(num_heads)`` or ``1/sqrt(head_dim)`` scale forgotten.
 2. ``check_indexer_rope``: the indexer's RoPE. Interleaved pairs (MLA's layout, not the indexer's), the LAST
    features rotated instead of the first, every feature rotated.
 3. ``check_top_k_picks``: causal top-k of a chunk of queries that starts at position ``start`` (a decode step or
    a chunk of prefill). Picks of future keys, a causal mask not offset by ``start`` (the index keys of the
-   earlier tokens come from the cache), hidden keys picked instead of ``-1``.
+   earlier tokens come from the cache), hidden keys picked instead of ``-1``, a query hiding its own key, and
+   rows shorter than ``topk`` (the first decode steps): ``min(topk, Lk)`` columns, not ``topk`` padded with -1.
 4. ``check_visible_entries``: which V4 compressed entries a query may read. An entry visible before its window
    has closed (``w · m <= t``), or one token late.
 
@@ -122,7 +124,40 @@ def _score_mistakes(q, k, w) -> list[tuple[torch.Tensor, str]]:
             "you forgot the 1/sqrt(head_dim) scale of q · k.",
         ),
         ((weighted * torch.relu(dots)).sum(1), "you forgot both scales: 1/sqrt(num_heads) and 1/sqrt(head_dim)."),
+        (
+            (weighted * torch.relu(dots).softmax(dim=1)).sum(1) / math.sqrt(heads * dim),
+            _HEAD_SOFTMAX_SCORES,
+        ),
+        (
+            (weighted * torch.relu(dots / math.sqrt(dim)).softmax(dim=1)).sum(1) / math.sqrt(heads),
+            _HEAD_SOFTMAX_SCORES,
+        ),
     ]
+
+
+_HEAD_SOFTMAX_SCORES = (
+    "you took a softmax over the heads of the per-head scores relu(q_h · k): the indexer weights each head by "
+    "head_weights[h] / sqrt(num_heads) and sums, with no normalisation across the heads."
+)
+_LOST_SIGNS = (
+    "your head weights lost their signs: with every head weight negative, every score must be <= 0 (each head "
+    "votes against the key), and yours are >= 0. A softmax over the heads (or exp, sigmoid) makes the weights "
+    "positive; DeepSeek only scales them by 1/sqrt(num_heads) (no softmax)."
+)
+
+
+def _sign_probe(fn: Callable, q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> str | None:
+    """A softmax over the heads in any form makes every head weight positive: with all-negative weights the
+    right scores are all <= 0 (and some < 0); an answer that is >= 0 everywhere lost the signs."""
+    negative = -(w.abs() + 0.5)  # (B, Lq, H): every head votes against every key it fires on
+    answer, problem = call_learner(fn, q.clone(), k.clone(), negative)
+    expected = index_scores(q, k, negative)
+    if problem is not None or _tensor_problem(answer, expected, "the scores") is not None:
+        return None
+    finite = answer[torch.isfinite(answer)]
+    if finite.numel() and bool((finite >= 0).all()) and bool((finite > 0).any()) and bool((expected < 0).any()):
+        return _LOST_SIGNS
+    return None
 
 
 @never_raises("the indexer's scores")
@@ -140,7 +175,7 @@ def check_index_scores(fn: Callable) -> bool:
             return feedback(name, problem)
         if _same(answer, expected):
             continue
-        diagnosis = _first_match(answer, _score_mistakes(q, k, w))
+        diagnosis = _first_match(answer, _score_mistakes(q, k, w)) or _sign_probe(fn, q, k, w)
         return feedback(
             name,
             diagnosis
@@ -273,7 +308,33 @@ def _picks_mistakes(scores, topk, start) -> list[tuple[torch.Tensor, str]]:
             masked.masked_fill(masked_best == -math.inf, -1).flip(-1),
             "your picks are in the wrong order: best (highest score) first.",
         ),
+        (
+            _own_key_hidden(scores, k, start),
+            "a query hid its own key: the query at position start + i may read keys 0 .. start + i (itself "
+            "included); mask only the keys after it (key > position), not key >= position.",
+        ),
     ]
+
+
+def _own_key_hidden(scores: torch.Tensor, k: int, start: int) -> torch.Tensor:
+    """The top-k with a ``>=`` causal mask: each query blind to its own key."""
+    q_len, k_len = scores.shape[-2:]
+    not_before = torch.arange(k_len)[None, :] >= torch.arange(start, start + q_len)[:, None]  # (Lq, Lk)
+    best, picks = scores.masked_fill(not_before, -math.inf).topk(k, dim=-1)  # (B, Lq, k)
+    return picks.masked_fill(best == -math.inf, -1)  # (B, Lq, k)
+
+
+def _short_row_problem(answer, scores: torch.Tensor, topk: int) -> str | None:
+    """Name the two ways to get a row shorter than topk wrong (the first steps of decoding: Lk < topk)."""
+    k_len = scores.shape[-1]
+    if topk <= k_len:
+        return None
+    if isinstance(answer, torch.Tensor) and answer.ndim == 3 and answer.shape[-1] == topk:
+        return (
+            f"with {k_len} keys and topk={topk} you returned {topk} picks per query: a row has only {k_len} keys, "
+            f"so return min(topk, Lk) = {k_len} columns; -1 marks a hidden key, not a missing one."
+        )
+    return None
 
 
 @never_raises("causal top-k picks")
@@ -283,16 +344,22 @@ def check_top_k_picks(fn: Callable) -> bool:
     for picks of hidden (future) keys."""
     name = "causal top-k picks"
     g = torch.Generator().manual_seed(3)
-    for batch, q_len, start, topk in ((2, 5, 0, 3), (1, 3, 6, 4), (2, 1, 7, 5)):
+    # the last two: fewer keys than topk (the first decode steps), where topk(topk) fails or pads
+    for batch, q_len, start, topk in ((2, 5, 0, 3), (1, 3, 6, 4), (2, 1, 7, 5), (2, 2, 0, 6), (1, 1, 1, 6)):
         scores = torch.randn(batch, q_len, start + q_len, dtype=torch.float64, generator=g)  # (B, Lq, Lk)
         answer, problem = call_learner(fn, scores.clone(), topk, start)
+        if problem is not None and topk > start + q_len and problem.startswith("your function raised"):
+            problem = problem.rstrip(".") + (
+                f". With {start + q_len} keys and topk={topk} (a row at the start of decoding), take "
+                "min(topk, Lk) picks."
+            )
         if problem is not None:
             return feedback(name, problem)
         expected = top_k_picks(scores, topk, start)
         integer = isinstance(answer, torch.Tensor) and not (answer.is_floating_point() or answer.is_complex())
         if integer and answer.dtype != torch.bool:
             answer = answer.long()  # int32 (Hugging Face's) is as right as int64
-        problem = _tensor_problem(answer, expected, "the picks")
+        problem = _short_row_problem(answer, scores, topk) or _tensor_problem(answer, expected, "the picks")
         if problem is not None:
             return feedback(name, problem)
         if not torch.equal(answer, expected):

@@ -54,6 +54,20 @@ CATALOG = [
         r"you applied the ReLU after summing the heads: it belongs on each head's q · k, before the weighted sum\.",
         "你在对各头求和之后才做 ReLU：它应作用在每个头的 q · k 上，在加权求和之前。",
     ),
+    (
+        r"you took a softmax over the heads of the per-head scores relu\(q_h · k\): the indexer weights each head "
+        r"by head_weights\[h\] / sqrt\(num_heads\) and sums, with no normalisation across the heads\.",
+        "你在各头之间对每个头的分数 relu(q_h · k) 做了 softmax：索引器用 head_weights[h] / sqrt(num_heads) "
+        "给每个头加权后求和，各头之间不做归一化。",
+    ),
+    (
+        r"your head weights lost their signs: with every head weight negative, every score must be <= 0 \(each "
+        r"head votes against the key\), and yours are >= 0\. A softmax over the heads \(or exp, sigmoid\) makes "
+        r"the weights positive; DeepSeek only scales them by 1/sqrt\(num_heads\) \(no softmax\)\.",
+        "你的头权重丢掉了正负号：当所有头权重都为负时，每个分数都应 <= 0（每个头都在投票反对该键），"
+        "而你的结果都 >= 0。在各头之间做 softmax（或 exp、sigmoid）会让权重全为正；"
+        "DeepSeek 只把它们乘以 1/sqrt(num_heads)（不做 softmax）。",
+    ),
     (r"you forgot to scale the head weights by 1/sqrt\(num_heads\)\.", "你忘了把头权重乘以 1/sqrt(num_heads)。"),
     (r"you forgot the 1/sqrt\(head_dim\) scale of q · k\.", "你漏掉了 q · k 的缩放 1/sqrt(head_dim)。"),
     (
@@ -115,6 +129,24 @@ CATALOG = [
         r"0 \.\. start - 1 \(the index keys of earlier tokens, from the cache\) are all in its past\.",
         "你的因果掩码没有偏移：这一块的第 i 个查询位于位置 start + i，键 0 .. start - 1"
         "（更早词元的索引键，来自缓存）全都在它的过去。",
+    ),
+    (
+        r"a query hid its own key: the query at position start \+ i may read keys 0 \.\. start \+ i \(itself "
+        r"included\); mask only the keys after it \(key > position\), not key >= position\.",
+        "查询把自己的键也屏蔽了：位置 start + i 的查询可以读取键 0 .. start + i（包括它自己）；"
+        "只屏蔽它之后的键（key > position），而不是 key >= position。",
+    ),
+    (
+        r"with (?P<keys>\d+) keys and topk=(?P<topk>\d+) you returned (?P<got>\d+) picks per query: a row has only "
+        r"(?P<keys2>\d+) keys, so return min\(topk, Lk\) = (?P<k>\d+) columns; -1 marks a hidden key, not a "
+        r"missing one\.",
+        "只有 {keys} 个键而 topk={topk} 时，你为每个查询返回了 {got} 个选择：一行只有 {keys2} 个键，"
+        "所以应返回 min(topk, Lk) = {k} 列；-1 标记的是被屏蔽的键，而不是缺少的键。",
+    ),
+    (
+        r"(?P<problem>your function raised .*)\. With (?P<keys>\d+) keys and topk=(?P<topk>\d+) \(a row at the "
+        r"start of decoding\), take min\(topk, Lk\) picks\.",
+        "{problem!t}。只有 {keys} 个键而 topk={topk} 时（解码刚开始时的一行），请取 min(topk, Lk) 个选择。",
     ),
     (
         r"your picks are in the wrong order: best \(highest score\) first\.",
