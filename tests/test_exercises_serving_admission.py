@@ -8,9 +8,8 @@ import pytest
 import torch
 from learner_answers import JUNK, has_chinese_entry, one_red_line, stub, verdict
 
-from attn_core.caches.paged_cache import PagedKVCache
 from attn_core.exercises import serving_admission as ex
-from attn_core.serving import BlockManager
+from attn_core.serving.kv_groups import KVGroup
 from attn_core.serving.scheduler import Request, Scheduler
 
 
@@ -23,14 +22,10 @@ def scheduler_admits(waiting, num_running, free_blocks, budget_left, block_size,
     holders += [[500 + j] * block_size for j in range(1, num_running)]  # one block each
     used = sum(len(tokens) // block_size for tokens in holders[:num_running])
     num_blocks = used + free_blocks + 1  # + 1: a block held outside the scheduler (a pool has >= 1 block)
-    manager = BlockManager(num_blocks, block_size)
+    group = KVGroup([0], None, num_blocks, block_size, prefix_caching=True)  # one global layer's pool
+    manager = group.blocks
     manager.allocate()
-    scheduler = Scheduler(
-        PagedKVCache(block_size, num_blocks, allocator=manager),
-        manager,
-        max_num_seqs=max(num_running, 1),
-        max_num_batched_tokens=10_000,
-    )
+    scheduler = Scheduler([group], max_num_seqs=max(num_running, 1), max_num_batched_tokens=10_000)
     scheduler.waiting.extend(Request(f"h{j}", tokens, 1, 0) for j, tokens in enumerate(holders[:num_running]))
     for request, num_tokens in scheduler.schedule():
         scheduler.computed(request, num_tokens)  # full blocks are published to the prefix cache

@@ -140,8 +140,8 @@ def test_bad_sizes(lm64, kwargs):
         ([2, 3], 0, None, "max_new_tokens must be an int >= 1"),
         ([2, 3], True, None, "max_new_tokens must be an int >= 1"),
         (list(range(2, 20)), 16, None, "never fits, even alone"),  # 18 + 16 - 1 = 33 > 8 * 4
-        ([2, 3], 1, "taken", "already used"),
-        ([2, 3], 1, 0, "already used"),  # the None request took 0
+        ([2, 3], 1, "taken", "already in use"),
+        ([2, 3], 1, 0, "already in use"),  # the None request took 0
     ],
 )
 def test_bad_requests_add_nothing(lm64, prompt, n, request_id, match):

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 
 import torch
 
-__all__ = ["next_token_distribution", "sample_next", "generate_tokens"]
+__all__ = ["check_sampling", "next_token_distribution", "sample_next", "generate_tokens"]
 
 
-def _check_sampling(temperature, top_k, top_p) -> None:
-    """The sampling settings, checked the same way whether they lead to a draw or to argmax."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature >= 0:
+def check_sampling(temperature, top_k, top_p) -> tuple[float, int | None, float | None]:
+    """The sampling settings, checked the same way whether they lead to a draw or to argmax, returned as
+    Python numbers (numpy scalars are accepted wherever Python ones are)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) or not temperature >= 0:
         raise ValueError(f"temperature must be a number >= 0 (0 = greedy), got {temperature!r}.")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
         raise ValueError(f"top_k must be None or an int >= 1, got {top_k!r}.")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or in (0, 1], got {top_p!r}.")
+    return float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p)
 
 
 def next_token_distribution(
@@ -28,7 +31,7 @@ def next_token_distribution(
     top_p keeps the smallest set of most likely tokens whose probability reaches p (the first token
     always stays). Ties at the cut are kept, so the result does not depend on sort order.
     """
-    _check_sampling(temperature, top_k, top_p)
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
     if temperature == 0:
         raise ValueError("temperature must be > 0 here (0 means greedy: use argmax), got 0.")
     logits = logits.double() / temperature  # (B, vocab), float64: sums over 262k tokens stay exact enough
@@ -55,7 +58,7 @@ def sample_next(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Next token ids ``(B,)`` from logits ``(B, vocab)``: argmax when ``temperature == 0``, else a draw."""
-    _check_sampling(temperature, top_k, top_p)
+    temperature, top_k, top_p = check_sampling(temperature, top_k, top_p)
     if temperature == 0:
         return logits.argmax(dim=-1)  # (B,)
     probs = next_token_distribution(logits, temperature=temperature, top_k=top_k, top_p=top_p)  # (B, vocab)
@@ -70,8 +73,9 @@ def generate_tokens(
 ) -> torch.Tensor:
     """The decode loop: ``next_logits(ids)`` gets the prompt once (prefill), then one token per step,
     and returns ``(B, vocab)`` logits for the newest position (the model keeps its own KV caches)."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}.")
+    max_new_tokens = int(max_new_tokens)
     if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
         shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
         raise ValueError(

@@ -7,6 +7,11 @@ depend on every token before the block too, so two prompts share block ``i`` onl
 that key to the block holding its computed keys/values. A released block whose reference count reaches 0 stays
 cached (an "evictable" block, kept in least-recently-used order); an allocation takes a truly free block first
 and evicts the least recently released cached block only when none is left.
+
+A finished or preempted request gives its blocks back TAIL FIRST (:meth:`BlockManager.free_table`, as vLLM v1's
+``SingleTypeKVCacheManager.free`` and nano-vllm's ``deallocate`` do): a chain is only reachable from its head
+(``lookup`` stops at the first miss), so the head (a shared system prompt) must be the last of its blocks to be
+evicted; released head first, one eviction would orphan every other block of the chain.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 
-from attn_core.caches.paged_cache import BlockAllocator
+from attn_core.caches.paged_cache import BlockAllocator, OutOfBlocksError
 
-__all__ = ["BlockManager", "chain_block_hashes"]
+__all__ = ["BlockManager", "NO_BLOCK", "chain_block_hashes"]
 
+NO_BLOCK = -1  # a sliding-window table's placeholder for a block dropped behind the window (vLLM's null block)
 BlockKey = tuple[int | None, tuple[int, ...]]  # (parent block's hash or None for the first block, its token ids)
 
 
@@ -52,17 +58,27 @@ class BlockManager(BlockAllocator):
     def num_free_blocks(self) -> int:
         return len(self.free) + len(self.evictable)  # a cached block nobody holds can be evicted for a new one
 
+    def _check_block(self, block, action: str) -> None:
+        if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < self.num_blocks:
+            raise ValueError(f"cannot {action} block {block!r}: block ids are ints in [0, {self.num_blocks}).")
+
     def allocate(self) -> int:
         if self.free:
             block = heapq.heappop(self.free)
-        else:  # evict the least recently released cached block
+        elif self.evictable:  # evict the least recently released cached block
             block, _ = self.evictable.popitem(last=False)
             del self.cached[self.key_of.pop(block)]
             self.num_evictions += 1
+        else:
+            raise OutOfBlocksError(
+                f"all {self.num_blocks} blocks are held by running requests: none is free and none is cached at "
+                "reference count 0. Free or preempt a request first, or build the pool with more blocks."
+            )
         self.ref_counts[block] = 1
         return block
 
     def retain(self, block: int) -> None:
+        self._check_block(block, "retain")
         if self.ref_counts[block] == 0 and block in self.evictable:
             del self.evictable[block]  # a prefix hit on a block nobody held: it is no longer evictable
             self.ref_counts[block] = 1
@@ -70,12 +86,41 @@ class BlockManager(BlockAllocator):
         super().retain(block)
 
     def release(self, block: int) -> None:
+        self._check_block(block, "release")
+        if self.ref_counts[block] <= 0:  # a double release would hand the block to two sequences later
+            raise ValueError(f"block {block} is not held by any table: it was released already (double release).")
         self.ref_counts[block] -= 1
         if self.ref_counts[block] == 0:
             if block in self.key_of:
                 self.evictable[block] = None  # keep its keys/values for a later hit; most recent at the end
             else:
                 heapq.heappush(self.free, block)
+
+    def free_table(self, seq_id) -> None:
+        """Drop ``seq_id``'s block table, releasing its blocks TAIL FIRST (a chain's head is evicted last)."""
+        for block in reversed(self.tables.pop(seq_id, [])):
+            if block != NO_BLOCK:
+                self.release(block)
+
+    # ------------------------------------------------------------------ rollback (ServingEngine.step)
+    def state(self) -> tuple:
+        """Everything a step may change, copied: :meth:`restore` puts it back after a failed step."""
+        return (
+            list(self.ref_counts),
+            list(self.free),
+            {seq_id: list(table) for seq_id, table in self.tables.items()},
+            dict(self.cached),
+            dict(self.key_of),
+            OrderedDict(self.evictable),
+            self.num_evictions,
+        )
+
+    def restore(self, state: tuple) -> None:
+        ref_counts, free, tables, cached, key_of, evictable, self.num_evictions = state
+        self.ref_counts[:], self.free[:] = ref_counts, free  # in place: the caches hold these very objects
+        self.tables.clear()
+        self.tables.update(tables)
+        self.cached, self.key_of, self.evictable = cached, key_of, evictable
 
     # ------------------------------------------------------------------ prefix cache
     def lookup(self, tokens: list[int], hashes: list[int]) -> list[int]:
@@ -91,6 +136,12 @@ class BlockManager(BlockAllocator):
                 break
             blocks.append(block)
         return blocks
+
+    def cached_block(self, parent_hash: int | None, block_tokens: list[int]) -> int | None:
+        """The block caching ``block_tokens`` after the prefix named by ``parent_hash``, or None."""
+        if not self.prefix_caching:
+            return None
+        return self.cached.get((parent_hash, tuple(block_tokens)))
 
     def register(self, block: int, parent_hash: int | None, block_tokens: list[int]) -> None:
         """``block`` now holds the computed keys/values of ``block_tokens`` after the prefix named by

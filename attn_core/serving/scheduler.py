@@ -15,21 +15,29 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from attn_core.caches.paged_cache import PagedKVCache
-from attn_core.serving.block_manager import BlockManager, chain_block_hashes
+import torch
+
+from attn_core.serving.block_manager import chain_block_hashes
+from attn_core.serving.kv_groups import KVGroup
 
 __all__ = ["Request", "Scheduler"]
 
 
 @dataclass
 class Request:
-    """One request's state (vLLM's ``Request``): its tokens so far, how many have keys/values, its counters."""
+    """One request's state (vLLM's ``Request``): its tokens so far, how many have keys/values, its counters, and
+    its sampling parameters (vLLM's ``SamplingParams``)."""
 
     rid: int | str
     prompt: list[int]
     max_new_tokens: int
     arrival_step: int
     arrival_time: float = field(default_factory=time.perf_counter)
+    stop_token_ids: frozenset[int] = frozenset()
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    generator: torch.Generator | None = None  # its own: a draw never depends on the rest of the batch
     output: list[int] = field(default_factory=list)
     num_computed: int = 0  # leading tokens whose keys/values sit in this request's blocks now
     block_hashes: list[int] = field(default_factory=list)  # chained hashes of tokens' full blocks
@@ -47,55 +55,87 @@ class Request:
         return self.prompt + self.output  # a preempted request recomputes its generated tokens too
 
     @property
+    def stopped(self) -> bool:
+        """Its last token is one of its stop tokens (it is the last of its output)."""
+        return bool(self.output) and self.output[-1] in self.stop_token_ids
+
+    @property
     def finished(self) -> bool:
-        return len(self.output) == self.max_new_tokens
+        return len(self.output) == self.max_new_tokens or self.stopped
 
 
 class Scheduler:
-    """Step rules: running requests first (oldest admitted first), then admissions from the waiting queue (FCFS)."""
+    """Step rules: running requests first (oldest admitted first), then admissions from the waiting queue (FCFS).
 
-    def __init__(self, paged: PagedKVCache, blocks: BlockManager, *, max_num_seqs: int, max_num_batched_tokens: int):
-        self.paged, self.blocks = paged, blocks  # paged: layer 0's cache; its free/attach act on every layer
-        self.block_size = blocks.block_size
+    ``groups``: the engine's :class:`~attn_core.serving.kv_groups.KVGroup` s (global layers, window layers); a
+    request holds one block table in each, and a step's blocks must fit in every one of them."""
+
+    def __init__(self, groups: list[KVGroup], *, max_num_seqs: int, max_num_batched_tokens: int):
+        self.groups = groups
+        self.block_size = groups[0].block_size
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in admission order: the last one is preempted first
         self.num_preemptions = 0
-        self.peak_blocks_used = 0
+
+    @property
+    def peak_blocks_used(self) -> int:
+        return self.groups[0].peak_blocks_used
 
     def blocks_used(self) -> int:
-        return len({b for r in self.running for b in self.blocks.tables.get(r.rid, [])})
+        """Blocks the running requests hold in the first group (the global layers' pool)."""
+        return self.groups[0].blocks_used()
 
-    def _blocks_short(self, request: Request, num_tokens: int) -> int:
-        """Blocks ``request`` must still take to hold ``num_computed + num_tokens`` tokens."""
-        held = len(self.blocks.tables.get(request.rid, []))
-        return -(-(request.num_computed + num_tokens) // self.block_size) - held
+    def _short(self, request: Request, num_tokens: int) -> bool:
+        """True when some group lacks the blocks ``request`` needs to hold ``num_computed + num_tokens`` tokens."""
+        total = request.num_computed + num_tokens
+        return any(g.blocks_short(request.rid, total) > g.blocks.num_free_blocks for g in self.groups)
 
     def _grow(self, request: Request, num_tokens: int) -> None:
-        table = self.blocks.tables[request.rid]
-        for _ in range(self._blocks_short(request, num_tokens)):
-            table.append(self.blocks.allocate())  # one id for every layer: the layers' appends find it there
-        self.peak_blocks_used = max(self.peak_blocks_used, self.blocks_used())
+        for group in self.groups:
+            group.grow(request.rid, request.num_computed + num_tokens)
+
+    def release(self, request: Request) -> None:
+        """Give back ``request``'s blocks in every group, tail first (full computed ones stay cached)."""
+        for group in self.groups:
+            group.free(request.rid)
 
     def preempt(self, victim: Request) -> None:
         """Free the victim's blocks (full computed ones stay cached), keep its output, queue it first."""
         self.running.remove(victim)
-        self.paged.free(victim.rid)
+        self.release(victim)
         victim.num_computed, victim.num_registered = 0, 0
         victim.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(victim)
 
+    def _prefix_hits(self, tokens: list[int], hashes: list[int]) -> tuple[int, list[list[int]]]:
+        """The longest prefix hit every group can serve: (blocks, each group's table for it)."""
+        first = self.groups[0].blocks
+        if not first.prefix_caching:
+            return 0, [[] for _ in self.groups]
+        longest = (len(tokens) - 1) // self.block_size  # never the block holding the last token
+        if self.groups[0].window is None:
+            longest = len(first.lookup(tokens, hashes))
+        for num_blocks in range(min(longest, len(hashes)), 0, -1):
+            tables = [g.hits(tokens, hashes, num_blocks) for g in self.groups]
+            if all(t is not None for t in tables):
+                return num_blocks, tables
+        return 0, [[] for _ in self.groups]
+
     def schedule(self) -> list[tuple[Request, int]]:
         """This step's ``(request, tokens to compute)`` pairs, with their blocks allocated."""
         budget, scheduled = self.max_num_batched_tokens, []
+        for request in self.running:  # blocks behind a window: no query of this step can see them
+            for group in self.groups:
+                group.drop_behind_window(request.rid, request.num_computed)
         for request in list(self.running):  # 1. running, oldest admitted first
             if request not in self.running:
                 continue  # preempted earlier in this step
             num_tokens = min(len(request.tokens) - request.num_computed, budget)  # 1 when decoding
             if num_tokens == 0:
                 continue  # the budget is spent: it waits for the next step, keeping its blocks
-            while self._blocks_short(request, num_tokens) > self.blocks.num_free_blocks:
+            while self._short(request, num_tokens):
                 self.preempt(self.running[-1])  # the most recently admitted (maybe this one)
                 if request not in self.running:
                     break
@@ -107,16 +147,21 @@ class Scheduler:
             request = self.waiting[0]
             tokens = request.tokens
             request.block_hashes = chain_block_hashes(tokens, self.block_size, start=request.block_hashes)
-            hits = self.blocks.lookup(tokens, request.block_hashes)
-            hit_tokens = len(hits) * self.block_size
+            num_hits, tables = self._prefix_hits(tokens, request.block_hashes)
+            hit_tokens = num_hits * self.block_size
             num_tokens = min(len(tokens) - hit_tokens, budget)
-            need = -(-(hit_tokens + num_tokens) // self.block_size) - len(hits)
-            idle_hits = sum(self.blocks.ref_counts[b] == 0 for b in hits)  # counted as free, but taken by the hit
-            if need > self.blocks.num_free_blocks - idle_hits:
+            need = -(-(hit_tokens + num_tokens) // self.block_size) - num_hits
+            fits = all(
+                # a cached block nobody holds counts as free, but the hit takes it
+                need <= g.blocks.num_free_blocks - sum(b >= 0 and g.blocks.ref_counts[b] == 0 for b in table)
+                for g, table in zip(self.groups, tables, strict=True)
+            )
+            if not fits:
                 break  # the first that does not fit stops admission (no overtaking)
             self.waiting.popleft()
-            self.paged.attach(request.rid, hits, hit_tokens)
-            request.num_computed, request.num_registered = hit_tokens, len(hits)
+            for group, table in zip(self.groups, tables, strict=True):
+                group.caches[0].attach(request.rid, table, hit_tokens)
+            request.num_computed, request.num_registered = hit_tokens, num_hits
             request.cached_tokens += hit_tokens
             self.running.append(request)
             self._grow(request, num_tokens)
@@ -128,14 +173,17 @@ class Scheduler:
         """``num_tokens`` more of ``request``'s tokens have keys/values: publish its newly full blocks."""
         request.num_computed += num_tokens
         request.computed_tokens += num_tokens
-        tokens, table = request.tokens, self.blocks.tables[request.rid]
+        tokens = request.tokens
         full = request.num_computed // self.block_size
         request.block_hashes = chain_block_hashes(tokens, self.block_size, start=request.block_hashes)
-        for i in range(request.num_registered, full):
-            parent = request.block_hashes[i - 1] if i else None
-            self.blocks.register(table[i], parent, tokens[i * self.block_size : (i + 1) * self.block_size])
+        for group in self.groups:
+            table = group.blocks.tables[request.rid]
+            for i in range(request.num_registered, full):
+                if table[i] >= 0:  # a window's dropped block: nothing to publish
+                    parent = request.block_hashes[i - 1] if i else None
+                    group.blocks.register(table[i], parent, tokens[i * self.block_size : (i + 1) * self.block_size])
         request.num_registered = max(request.num_registered, full)
 
     def finish(self, request: Request) -> None:
         self.running.remove(request)
-        self.paged.free(request.rid)  # its full blocks stay in the prefix cache at refcount 0
+        self.release(request)  # its full blocks stay in the prefix cache at refcount 0, the head evicted last
