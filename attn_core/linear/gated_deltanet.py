@@ -109,6 +109,17 @@ class GatedDeltaNet(nn.Module):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.hidden_dim:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must be (B, L, hidden_dim={self.hidden_dim}), got {shape}.")
+        weight_dtype = self.in_proj_qkv.weight.dtype
+        if not x.is_floating_point():
+            raise TypeError(
+                f"x must be a floating-point tensor (hidden states, {weight_dtype} like this layer), got {x.dtype}; "
+                "token ids go through an embedding first."
+            )
+        if x.dtype != weight_dtype and not torch.is_autocast_enabled(x.device.type):
+            raise TypeError(
+                f"x is {x.dtype} but this layer's weights are {weight_dtype}: convert one, x.to({weight_dtype}) or "
+                f"layer.to({x.dtype})."
+            )
         if cache is None:
             return
         if not isinstance(cache, LinearAttentionCache):

@@ -13,8 +13,12 @@ write, then read ``o_t = scale · Sᵀq_t`` (a token reads its own write).
 
 ``chunk_size=C`` computes the same thing chunk by chunk: inside a chunk the writes depend on each other only through a
 unit lower-triangular system (the WY / UT transform), solved once per chunk with matmuls; only the C-times shorter scan
-over chunks is sequential. Every decay factor is ``exp`` of a non-positive number (``G_i − G_j`` with ``j ≤ i``, masked
-before ``exp``), so very negative gates underflow to 0 instead of overflowing to inf · 0 = NaN.
+over chunks is sequential. Every decay factor is ``exp`` of a non-positive number: the gate sum over tokens
+``j+1..i`` (``j ≤ i``), summed directly as Mamba-2's ``segsum`` does, not as a difference ``G_i − G_j`` of cumulative
+sums (which is ``−inf − (−inf) = NaN`` after a ``g = −inf`` token, and a difference of two large rounded numbers in
+half precision). The chunked form runs in at least float32, as Hugging Face's ``torch_chunk_gated_delta_rule``: a
+float16 cumulative gate would overflow to ``−inf`` past 65504 (``g ≈ −1100`` over a 64-token chunk). Very negative
+gates therefore underflow to 0 instead of overflowing to inf · 0 = NaN.
 
 ``GatedDeltaNet`` (Qwen3.5's layer) and ``LinearAttentionCache`` live in ``attn_core.linear.gated_deltanet``.
 """
@@ -25,6 +29,8 @@ import math
 
 import torch
 import torch.nn.functional as F
+
+from attn_core.attention import check_scale
 
 __all__ = ["gated_delta_rule", "linear_attention"]
 
@@ -74,6 +80,12 @@ def _check_inputs(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int
             f"g is a log decay: the state is multiplied by exp(g) each token, so g must be <= 0; got max g = "
             f"{g.max().item():.4g}. Pass g = -softplus(...) or log of a value in (0, 1]."
         )
+    if beta is not None and bool(((beta < 0) | (beta > 2)).any()):
+        raise ValueError(
+            f"beta is the write strength: beta = sigmoid(...) in [0, 1] in Gated DeltaNet / Qwen3-Next, up to 2 for "
+            f"the negative-eigenvalue variant (Grazzi et al. 2025); outside [0, 2] the state grows without bound even "
+            f"for unit keys (|1 - beta| > 1). Got beta from {beta.min().item():.4g} to {beta.max().item():.4g}."
+        )
     if initial_state is not None:
         state_shape = (batch, num_v_heads, head_k_dim, v.shape[-1])
         if not isinstance(initial_state, torch.Tensor):
@@ -91,9 +103,8 @@ def _check_inputs(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int
     return num_k_heads, num_v_heads
 
 
-def _prepare(q, k, v, g, beta, scale, initial_state):
-    """Expand q/k to the value heads, fold the scale into q, fill defaults; everything in q's dtype."""
-    dtype = q.dtype
+def _prepare(q, k, v, g, beta, scale, initial_state, dtype):
+    """Expand q/k to the value heads, fold the scale into q, fill defaults; everything in ``dtype``."""
     batch, num_k_heads, length, head_k_dim = k.shape
     num_v_heads, head_v_dim = v.shape[1], v.shape[-1]
     group = num_v_heads // num_k_heads
@@ -101,7 +112,7 @@ def _prepare(q, k, v, g, beta, scale, initial_state):
     q = q.repeat_interleave(group, dim=1) if group > 1 else q  # (B, Hv, L, Dk)
     k = k.repeat_interleave(group, dim=1) if group > 1 else k  # (B, Hv, L, Dk)
     scale = 1.0 / math.sqrt(head_k_dim) if scale is None else scale
-    q = q * scale  # (B, Hv, L, Dk): a new tensor, the caller's q is untouched
+    q = q.to(dtype) * scale  # (B, Hv, L, Dk): a new tensor, the caller's q is untouched
     v = v.to(dtype)  # (B, Hv, L, Dv)
     k = k.to(dtype)  # (B, Hv, L, Dk)
     g = (
@@ -130,13 +141,25 @@ def _recurrent(q, k, v, g, beta, state):
     return out, state
 
 
+def _segment_sums(g: torch.Tensor) -> torch.Tensor:
+    """``g (..., C)`` -> ``(..., C, C)``: entry ``[i, j]`` = ``g_{j+1} + ... + g_i`` for ``j ≤ i`` (0 on the
+    diagonal), ``-inf`` above it. Summed directly (Mamba-2's ``segsum``), never as ``G_i − G_j``: a ``g = −inf`` token
+    makes the later sums ``−inf`` and leaves the others exact, where the difference would be ``−inf − (−inf) = NaN``."""
+    size = g.shape[-1]
+    ones = torch.ones(size, size, dtype=torch.bool, device=g.device)  # (C, C)
+    per_token = g[..., :, None].expand(*g.shape, size)  # (..., C, C): entry [t, j] = g_t
+    sums = per_token.masked_fill(~ones.tril(-1), 0.0).cumsum(-2)  # (..., C, C): Σ_{j < t ≤ i} g_t
+    return sums.masked_fill(~ones.tril(), float("-inf"))  # (..., C, C): j > i is the future
+
+
 def _chunked(q, k, v, g, beta, state, chunk_size: int):
-    """Chunked form. beta None = plain (gated) linear attention: the written values are v itself, no solve.
+    """Chunked form, computed in the dtype of its inputs (the callers pass at least float32). beta None = plain
+    (gated) linear attention: the written values are v itself, no solve.
 
     Inside a chunk, with G = cumsum(g) from the chunk start and S₀ the state entering it, the values actually written
     u_r = β_r (v_r − exp(G_r) S₀ᵀk_r − Σ_{j<r} exp(G_r − G_j) (k_r·k_j) u_j) solve (I + A) U = βV − β exp(G) K S₀,
     A strictly lower triangular. Then o_r = exp(G_r) S₀ᵀq_r + Σ_{j≤r} exp(G_r − G_j)(q_r·k_j) u_j and
-    S = exp(G_C) S₀ + Σ_j exp(G_C − G_j) k_j u_jᵀ.
+    S = exp(G_C) S₀ + Σ_j exp(G_C − G_j) k_j u_jᵀ. Every G_r − G_j is computed as the segment sum g_{j+1} + ... + g_r.
     """
     batch, heads, length, head_k_dim = k.shape
     head_v_dim = v.shape[-1]
@@ -146,15 +169,13 @@ def _chunked(q, k, v, g, beta, state, chunk_size: int):
     g = F.pad(g, (0, pad))  # (B, H, L + pad)
     num_chunks = (length + pad) // chunk_size
     q, k, v = (t.reshape(batch, heads, num_chunks, chunk_size, t.shape[-1]) for t in (q, k, v))  # (B, H, N, C, D)
-    cum_g = g.reshape(batch, heads, num_chunks, chunk_size).cumsum(-1)  # (B, H, N, C) log decay since chunk start
-    causal = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).tril()  # (C, C) True = j <= i
-    # exp(G_i − G_j) only where j <= i (a non-positive exponent); elsewhere -inf → 0, never inf · 0.
-    pair_decay = (
-        (cum_g[..., :, None] - cum_g[..., None, :]).masked_fill(~causal, float("-inf")).exp()
-    )  # (B, H, N, C, C)
+    g = g.reshape(batch, heads, num_chunks, chunk_size)  # (B, H, N, C)
+    cum_g = g.cumsum(-1)  # (B, H, N, C) log decay since the chunk start: -inf stays -inf, never NaN
+    gate_sums = _segment_sums(g)  # (B, H, N, C, C): log decay from token j to token i, -inf for j > i
+    pair_decay = gate_sums.exp()  # (B, H, N, C, C) exp of a non-positive number (or -inf → 0): never inf · 0
     read_weights = (q @ k.transpose(-1, -2)) * pair_decay  # (B, H, N, C, C) scale already in q
     q_decayed = q * cum_g.exp()[..., None]  # (B, H, N, C, Dk): reads S₀ through exp(G_r)
-    k_to_end = k * (cum_g[..., -1:] - cum_g).exp()[..., None]  # (B, H, N, C, Dk): decay left until the chunk's end
+    k_to_end = k * gate_sums[..., -1, :].exp()[..., None]  # (B, H, N, C, Dk): decay left until the chunk's end
     chunk_decay = cum_g[..., -1].exp()[..., None, None]  # (B, H, N, 1, 1)
     if beta is None:
         written, k_state = v, None  # (B, H, N, C, Dv): linear attention writes v itself
@@ -162,10 +183,7 @@ def _chunked(q, k, v, g, beta, state, chunk_size: int):
         beta = F.pad(beta, (0, pad)).reshape(batch, heads, num_chunks, chunk_size, 1)  # (B, H, N, C, 1)
         system = ((beta * k) @ k.transpose(-1, -2)) * pair_decay  # (B, H, N, C, C) I + A (diagonal ignored)
         rhs = torch.cat([beta * v, beta * k * cum_g.exp()[..., None]], dim=-1)  # (B, H, N, C, Dv + Dk)
-        solve_dtype = torch.promote_types(system.dtype, torch.float32)  # no triangular solve in half precision
-        solved = torch.linalg.solve_triangular(
-            system.to(solve_dtype), rhs.to(solve_dtype), upper=False, unitriangular=True
-        ).to(q.dtype)  # (B, H, N, C, Dv + Dk)
+        solved = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)  # (B, H, N, C, Dv + Dk)
         written, k_state = solved[..., :head_v_dim], solved[..., head_v_dim:]  # (B, H, N, C, Dv), (.., Dk)
     outputs = []
     for n in range(num_chunks):
@@ -176,6 +194,11 @@ def _chunked(q, k, v, g, beta, state, chunk_size: int):
         torch.cat(outputs, dim=2)[:, :, :length] if outputs else v.new_zeros(batch, heads, 0, head_v_dim)
     )  # (B, H, L, Dv)
     return out, state
+
+
+def _chunk_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The chunked form's dtype: at least float32 (Hugging Face's chunked rule casts to float32 too)."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def gated_delta_rule(q, k, v, g, beta, *, scale=None, chunk_size=None, initial_state=None):
@@ -191,19 +214,28 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, chunk_size=None, initial_s
     _check_inputs(q, k, v, g, beta, initial_state, chunk_size)
     if g is None or beta is None:
         raise ValueError("gated_delta_rule needs g and beta tensors (B, Hv, L); g = zeros is DeltaNet.")
-    q, k, v, g, beta, state = _prepare(q, k, v, g, beta, scale, initial_state)
+    check_scale(scale)
+    dtype = q.dtype
     if chunk_size is None:
-        return _recurrent(q, k, v, g, beta, state)
-    return _chunked(q, k, v, g, beta, state, chunk_size)
+        return _recurrent(*_prepare(q, k, v, g, beta, scale, initial_state, dtype))
+    out, state = _chunked(*_prepare(q, k, v, g, beta, scale, initial_state, _chunk_dtype(dtype)), chunk_size)
+    return out.to(dtype), state.to(dtype)
 
 
-def linear_attention(q, k, v, g=None, *, scale=None, initial_state=None):
+def linear_attention(q, k, v, g=None, *no_beta, scale=None, initial_state=None):
     """Causal (gated) linear attention: ``S ← exp(g_t) S + k_t v_tᵀ``, ``o_t = scale · Sᵀq_t``.
 
     Same layout as ``gated_delta_rule``; g None = ungated. Equivalently, with G = cumsum(g):
     ``out_i = Σ_{j≤i} scale (q_i·k_j) exp(G_i − G_j) v_j + scale exp(G_i) S₀ᵀq_i``: attention without the softmax.
     Returns ``(out (B, Hv, L, Dv), final_state (B, Hv, Dk, Dv))``.
     """
+    if no_beta:
+        raise TypeError(
+            f"linear_attention(q, k, v, g=None) takes no beta ({len(no_beta)} extra positional argument(s) given): it "
+            "writes every value in full. For a write of strength beta call gated_delta_rule(q, k, v, g, beta)."
+        )
     _check_inputs(q, k, v, g, None, initial_state, None)
-    q, k, v, g, _, state = _prepare(q, k, v, g, None, scale, initial_state)
-    return _chunked(q, k, v, g, None, state, LINEAR_ATTENTION_CHUNK)
+    check_scale(scale)
+    q32, k32, v32, g32, _, state = _prepare(q, k, v, g, None, scale, initial_state, _chunk_dtype(q.dtype))
+    out, state = _chunked(q32, k32, v32, g32, None, state, LINEAR_ATTENTION_CHUNK)
+    return out.to(q.dtype), state.to(q.dtype)
