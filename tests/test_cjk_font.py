@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import re
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -28,6 +29,7 @@ from matplotlib.textpath import TextPath
 
 import attn_core as ac
 from attn_core import i18n
+from attn_core.i18n import fonts
 from attn_core.viz import decoder_view, mla, paged, rope, tiles, training, widgets
 from attn_core.viz.textpaths import text_items
 
@@ -37,6 +39,13 @@ subset_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(subset_tool)
 
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+@pytest.fixture(autouse=True)
+def no_system_cjk(monkeypatch):
+    """This machine as most learners' Linux boxes and CI: no Chinese font known to matplotlib (a test that wants
+    one registers it, see ``system_font``)."""
+    monkeypatch.setattr(fonts, "SYSTEM_CJK_FAMILIES", ())
 
 
 @pytest.fixture
@@ -91,11 +100,23 @@ def test_subset_covers_every_chinese_character_of_translations_and_catalogs() ->
 def test_the_subset_is_small_licensed_and_named() -> None:
     assert i18n.CJK_FONT_FILE.stat().st_size <= subset_tool.MAX_BYTES
     font = TTFont(str(i18n.CJK_FONT_FILE))
-    assert font["name"].getDebugName(1) == i18n.CJK_FONT_FAMILY == "Noto Sans CJK SC"
+    # its own family name: a full "Noto Sans CJK SC" on the machine is never shadowed by the subset
+    assert font["name"].getDebugName(1) == i18n.CJK_FONT_FAMILY == "attn-core Noto Sans CJK SC subset"
+    assert font["CFF "].cff.topDictIndex[0].FamilyName == i18n.CJK_FONT_FAMILY
     licence = (i18n.CJK_FONT_FILE.parent / "OFL.txt").read_text(encoding="utf-8")
     assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Adobe" in licence
     assert "Copyright" in font["name"].getDebugName(0) or "©" in font["name"].getDebugName(0)
     assert "SimHei" not in licence and "mplfonts" not in licence
+
+
+def test_the_subset_covers_what_learners_type() -> None:
+    """GB2312 level 1 (3,755 common characters, from Python's codec) and full-width punctuation: a learner's own
+    title or prompt (北京, 柏林, 老鼠) is drawn even where the machine has no Chinese font."""
+    level1 = subset_tool.gb2312_level1()
+    assert len(level1) == 3755 and "啊" in level1 and "座" in level1  # the first and the last of level 1
+    have = cmap_of(i18n.CJK_FONT_FILE)
+    assert not sorted(c for c in level1 if ord(c) not in have)
+    assert not [c for c in "北京柏林老鼠，。：；！？（）【】《》“”、" if ord(c) not in have]
 
 
 def test_check_command_passes() -> None:
@@ -107,10 +128,10 @@ def test_set_language_sets_and_restores_the_family() -> None:
     before = list(matplotlib.rcParams["font.family"])
     ac.set_language("zh")
     try:
-        assert list(matplotlib.rcParams["font.family"]) == ["DejaVu Sans", "Noto Sans CJK SC"]
+        assert list(matplotlib.rcParams["font.family"]) == [*before, "attn-core Noto Sans CJK SC subset"]
         ac.set_language("zh")  # twice: still restores what was there before the first
         found = [Path(f) for f in fontManager._find_fonts_by_props(FontProperties())]
-        assert found[0].name == "DejaVuSans.ttf" and found[1].name.startswith("NotoSansCJK")
+        assert found[0].name == "DejaVuSans.ttf" and found[-1].name.startswith("NotoSansCJK")
     finally:
         ac.set_language("en")
     assert list(matplotlib.rcParams["font.family"]) == before
@@ -327,3 +348,150 @@ def test_chinese_figures_save_as_svg_and_pdf(fmt, zh) -> None:
         buffer = io.BytesIO()
         FIGURES[name]().savefig(buffer, format=fmt)
         assert len(buffer.getvalue()) > 5_000
+
+
+# ----------------------------------------------------------------------------------------------- a learner's own text
+LEARNER_TEXT = "北京柏林老鼠"  # 北 京 柏 鼠 were not in the edition's subset of round 3: drawn as boxes
+NOT_IN_GB2312_LEVEL1 = "鼹"  # GB2312 level 2: not in the shipped subset, in every full Chinese font
+
+
+def learner_figures() -> dict[str, Figure]:
+    """A learner's own Chinese in a title, a tick label (matplotlib Text) and an explorer's prompt tokens
+    (glyph-outline labels): the places round 3's review found boxes."""
+    fig = Figure(figsize=(3, 2), dpi=80)
+    ax = fig.add_subplot()
+    ax.bar([0, 1, 2], [1, 2, 3])
+    ax.set_xticks([0, 1, 2], ["北京", "柏林", "老鼠"])
+    ax.set_title("提示词：北京和柏林、老鼠")
+    tokens = ["<bos>", "北京", "和", "柏林", "的", "老鼠"]
+    prompt = decoder_view.render_decoder_heads(_decoder_maps(), tokens, 0, 1, "log", windows=[3])
+    names = ac.plot_attention(torch.full((3, 3), 1 / 3), query_labels=["北京", "柏林", "老鼠"], title="北京")
+    return {"title and ticks": fig, "explorer prompt": prompt, "plot_attention labels": names}
+
+
+def outline(text: str) -> np.ndarray:
+    return TextPath((0, 0), text, size=1, prop=FontProperties()).vertices  # (n, 2), as attn_core.viz draws
+
+
+def box_outline() -> np.ndarray:
+    """The missing-glyph box of the current family (a private-use character no font has; its warning dropped)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return outline("\U000f0001")
+
+
+def draw_recording_warnings(figs: dict[str, Figure]) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for fig in figs.values():
+            FigureCanvasAgg(fig).draw()
+    return [str(w.message) for w in caught if "glyph" in str(w.message).lower() or "字形" in str(w.message)]
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    monkeypatch.setattr(fonts, "_warned", set())
+
+
+def test_a_learners_own_chinese_is_drawn_without_a_system_font(zh, fresh_warnings) -> None:
+    assert fonts.system_cjk_families() == []
+    assert list(matplotlib.rcParams["font.family"])[-1] == fonts.SUBSET_FAMILY
+    figs = learner_figures()
+    texts = [t for fig in figs.values() for t in drawn_texts(fig)]
+    assert {c for t in texts for c in t} >= set(LEARNER_TEXT)
+    assert not uncovered("".join(texts), family_cmaps())
+    assert draw_recording_warnings(figs) == []  # no box: neither matplotlib's warning nor ours
+    box = box_outline()
+    for char in LEARNER_TEXT:  # each is a real glyph, not the box
+        glyph = outline(char)
+        assert glyph.shape != box.shape or not np.allclose(glyph, box), char
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            box_pixels = rendered("\U000f0001")
+        assert not np.array_equal(rendered(char), box_pixels), char
+
+
+@pytest.mark.filterwarnings("ignore:Glyph .* missing from font")  # matplotlib's own, for the Text title
+def test_a_missing_glyph_in_a_label_warns_once(zh, fresh_warnings) -> None:
+    """A character no font has: glyph-outline labels (TextPath, silent in matplotlib) warn, once per character."""
+    with pytest.warns(fonts.MissingGlyphWarning, match=NOT_IN_GB2312_LEVEL1) as caught:
+        ac.plot_attention(torch.full((2, 2), 0.5), query_labels=[NOT_IN_GB2312_LEVEL1, "a"])
+    assert len([w for w in caught if w.category is fonts.MissingGlyphWarning]) == 1
+    assert "空白方框" in str(caught[0].message)  # in the learner's language
+    assert caught[0].filename == __file__  # points at the learner's line, not at attn_core
+
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        ac.plot_attention(torch.full((2, 2), 0.5), query_labels=[NOT_IN_GB2312_LEVEL1 + "鼠", "b"])
+    assert not [w for w in again if w.category is fonts.MissingGlyphWarning]  # once per character
+
+
+@pytest.fixture
+def system_font(tmp_path, monkeypatch):
+    """A "system" Chinese font: the full Debian Noto Sans CJK SC cut to a few characters (it has 鼹, which the
+    shipped subset lacks) where installed, else the shipped subset; named "WenQuanYi Zen Hei" and registered
+    with matplotlib's font manager as a system font would be. Removed again afterwards."""
+    from fontTools import subset
+
+    monkeypatch.setattr(fonts, "SYSTEM_CJK_FAMILIES", ("Noto Sans CJK SC", "WenQuanYi Zen Hei"))
+    full = subset_tool.DEBIAN_FONT.exists()
+    font = subset_tool.full_font() if full else TTFont(str(i18n.CJK_FONT_FILE))
+    options = subset.Options()
+    options.name_IDs = [1, 2, 4, 6]
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(text=LEARNER_TEXT + NOT_IN_GB2312_LEVEL1 + "提示词：和、的")
+    subsetter.subset(font)
+    for record in font["name"].names:
+        if record.nameID in (1, 4):
+            record.string = "WenQuanYi Zen Hei"
+        elif record.nameID == 6:
+            record.string = "WenQuanYiZenHei"
+    font["name"].removeNames(nameID=16)
+    font["CFF "].cff.topDictIndex[0].FamilyName = "WenQuanYi Zen Hei"
+    path = tmp_path / "wqy-test.otf"
+    font.save(str(path))
+    before = list(fontManager.ttflist)
+    fontManager.addfont(str(path))
+    assert fontManager.ttflist[-1].name == "WenQuanYi Zen Hei"
+    try:
+        yield path, full
+    finally:
+        fontManager.ttflist[:] = before
+        type(fontManager)._findfont_cached.cache_clear()
+
+
+def test_a_system_chinese_font_comes_before_the_shipped_subset(system_font, fresh_warnings) -> None:
+    path, full = system_font
+    before = list(matplotlib.rcParams["font.family"])
+    ac.set_language("zh")
+    try:
+        assert list(matplotlib.rcParams["font.family"]) == [*before, "WenQuanYi Zen Hei", fonts.SUBSET_FAMILY]
+        found = [Path(f) for f in fontManager._find_fonts_by_props(FontProperties())]
+        assert found[0].name == "DejaVuSans.ttf" and found[1] == path and found[2] == i18n.CJK_FONT_FILE
+        system_only = TextPath((0, 0), "北", size=1, prop=FontProperties(family="WenQuanYi Zen Hei")).vertices
+        assert np.array_equal(outline("北"), system_only)  # drawn with the system font
+        figs = learner_figures()
+        if full:  # a character only a full font has: drawn, with no warning
+            figs["level 2"] = ac.plot_attention(torch.full((2, 2), 0.5), query_labels=[NOT_IN_GB2312_LEVEL1, "a"])
+        assert draw_recording_warnings(figs) == []
+        assert not uncovered("".join(t for fig in figs.values() for t in drawn_texts(fig)), family_cmaps())
+    finally:
+        ac.set_language("en")
+    assert list(matplotlib.rcParams["font.family"]) == before
+
+
+def test_a_learners_font_choices_are_kept(zh) -> None:
+    """The usual Chinese fix, ``rcParams["font.sans-serif"] = [...]``, still works after set_language("zh"), and a
+    family the learner sets after it survives set_language("en")."""
+    with matplotlib.rc_context({"font.sans-serif": ["DejaVu Serif"]}):  # stands in for ["SimHei"]
+        found = [Path(f) for f in fontManager._find_fonts_by_props(FontProperties())]
+        assert found[0].name == "DejaVuSerif.ttf" and found[-1] == i18n.CJK_FONT_FILE
+        assert not np.array_equal(outline("A"), np.asarray(TextPath((0, 0), "A", size=1, prop=FontProperties(
+            family="DejaVu Sans")).vertices))  # fmt: skip
+    assert list(matplotlib.rcParams["font.sans-serif"])[0] == "DejaVu Sans"  # set_language never writes it
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans Mono", "WenQuanYi Zen Hei"]
+    try:
+        ac.set_language("en")
+        assert list(matplotlib.rcParams["font.family"]) == ["DejaVu Sans Mono", "WenQuanYi Zen Hei"]
+    finally:
+        matplotlib.rcParams["font.family"] = ["sans-serif"]

@@ -21,10 +21,10 @@ order: ``zh_exercises_*`` (the graders of each notebook, alphabetical), then the
 (``zh_viz``), then ``zh_common`` (the shared, most general messages of ``attn_core.exercises``).
 A message no entry matches stays English.
 
-Figures: ``set_language("zh")`` also registers the Noto Sans CJK SC subset shipped in ``attn_core/fonts``
-(SIL OFL) with matplotlib and makes it the fallback family, ``rcParams["font.family"] = ["DejaVu Sans",
-"Noto Sans CJK SC"]``: Latin letters and digits stay DejaVu Sans (the English figures' glyphs), Chinese characters
-come from Noto. ``set_language("en")`` puts back the family that was set before.
+Figures: ``set_language("zh")`` appends Chinese fonts to matplotlib's ``font.family``: the system's own
+(Noto Sans CJK SC, PingFang SC, Microsoft YaHei, SimHei, WenQuanYi, ... whichever matplotlib finds), then the
+subset shipped in ``attn_core/fonts`` (SIL OFL; GB2312 level 1 plus the edition's characters). Latin letters and
+digits stay the learner's font; ``set_language("en")`` puts back the family of before. See ``i18n/fonts.py``.
 
 ``start_audit()`` makes every exercise verdict record the messages that have no complete Chinese
 translation (tests/conftest.py turns it on for the test session; ``untranslated()`` reads them).
@@ -38,8 +38,8 @@ import pkgutil
 import re
 import string
 from collections.abc import Callable
-from pathlib import Path
 
+from attn_core.i18n.fonts import SUBSET_FAMILY, SUBSET_FILE, restore_fonts, use_chinese_fonts
 from attn_core.i18n.literal_prefix import literal_prefix
 
 __all__ = [
@@ -59,10 +59,8 @@ __all__ = [
 
 LANGUAGES = ("en", "zh")
 _language = "en"
-CJK_FONT_FAMILY = "Noto Sans CJK SC"
-CJK_FONT_FILE = Path(__file__).resolve().parents[1] / "fonts" / "NotoSansCJKsc-Regular-subset.otf"
-_FIGURE_FAMILIES = {"zh": ["DejaVu Sans", CJK_FONT_FAMILY]}  # a list: matplotlib falls back glyph by glyph
-_family_before: list[str] | None = None  # rcParams["font.family"] before set_language("zh")
+CJK_FONT_FAMILY = SUBSET_FAMILY  # the shipped subset's own family name (never shadows a system font)
+CJK_FONT_FILE = SUBSET_FILE
 
 Template = str | Callable[..., str]
 
@@ -76,43 +74,12 @@ def set_language(lang: str) -> None:
     _set_figure_font(lang)
 
 
-def _only_regular_cjk(record) -> bool:
-    """Drop matplotlib's "Failed to find font weight bold for Noto Sans CJK SC" (the subset ships one weight on
-    purpose: bold Chinese is drawn regular); every other font message passes."""
-    message = record.msg if isinstance(record.msg, str) else ""
-    return not (message.startswith("findfont: Failed to find font weight") and CJK_FONT_FAMILY in (record.args or ()))
-
-
-@functools.cache
-def _register_cjk_font() -> None:
-    """Add the shipped subset to matplotlib's font list (once per process; ~3 ms)."""
-    import logging
-
-    from matplotlib import font_manager
-
-    logging.getLogger(font_manager.__name__).addFilter(_only_regular_cjk)
-
-    if not CJK_FONT_FILE.is_file():
-        raise FileNotFoundError(
-            f"{CJK_FONT_FILE} is missing: reinstall attn_core, or rebuild it with python tools/build_cjk_font_subset.py"
-        )
-    font_manager.fontManager.addfont(str(CJK_FONT_FILE))
-
-
 def _set_figure_font(lang: str) -> None:
-    """Figures in ``lang``: the CJK fallback family for Chinese; the family set before it otherwise."""
-    global _family_before
-    import matplotlib
-
-    families = _FIGURE_FAMILIES.get(lang)
-    if families is not None:
-        _register_cjk_font()
-        if _family_before is None:
-            _family_before = list(matplotlib.rcParams["font.family"])
-        matplotlib.rcParams["font.family"] = families
-    elif _family_before is not None:
-        matplotlib.rcParams["font.family"] = _family_before
-        _family_before = None
+    """Figures in ``lang``: Chinese fonts appended to the family for ``zh``; the family set before otherwise."""
+    if lang == "zh":
+        use_chinese_fonts()
+    else:
+        restore_fonts()
 
 
 def get_language() -> str:

@@ -13,8 +13,9 @@ Every drawn patch is a :class:`TextPaths` whose ``labels`` list the strings it h
 and at what size: the tests read them instead of ``Text`` objects.
 
 Outlines come from matplotlib's ``font.family`` (a list falls back glyph by glyph: ``ac.set_language("zh")``
-adds the CJK subset after DejaVu Sans), and the cache is keyed by that list, so switching languages never
-reuses outlines drawn with the other family (a missing glyph would be an empty box).
+appends the system's Chinese fonts and the shipped subset), and the cache is keyed by the fonts that family
+resolves to (``i18n.fonts.family_key``), so switching languages or fonts never reuses outlines drawn with others.
+A character no font has is an empty box, silently in ``TextPath``: ``warn_missing_glyphs`` warns once per character.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
-import matplotlib
 import numpy as np
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import PathPatch
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath
+
+from attn_core.i18n.fonts import family_key, warn_missing_glyphs
 
 __all__ = ["Label", "TextPaths", "TextBatch", "text_width", "text_items"]
 
@@ -37,23 +39,24 @@ _POINTS_PER_INCH = 72.0
 
 def _outline(text: str, weight: str) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Glyph outlines of ``text`` at 1 pt (so 1 unit = 1 em), baseline at y = 0: vertices, codes, ink x-range."""
-    return _outline_in(text, weight, tuple(matplotlib.rcParams["font.family"]))
+    return _outline_in(text, weight, family_key())
 
 
 @lru_cache(maxsize=8192)
-def _outline_in(text: str, weight: str, families: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, float, float]:
-    path = TextPath((0, 0), text, size=1.0, prop=FontProperties(family=list(families), weight=weight))
+def _outline_in(text: str, weight: str, fonts: tuple) -> tuple[np.ndarray, np.ndarray, float, float]:
+    warn_missing_glyphs(text, weight)  # once per (text, fonts): TextPath draws a missing glyph as a box, silently
+    path = TextPath((0, 0), text, size=1.0, prop=FontProperties(family=list(fonts[0]), weight=weight))
     vertices = np.asarray(path.vertices, dtype=np.float64)  # (n, 2) in em
     return vertices, np.asarray(path.codes), float(vertices[:, 0].min()), float(vertices[:, 0].max())
 
 
 def _font_heights(weight: str) -> tuple[float, float, float]:
     """(cap height, ascender, descender) in em, measured on the glyphs themselves (any font)."""
-    return _font_heights_in(weight, tuple(matplotlib.rcParams["font.family"]))
+    return _font_heights_in(weight, family_key())
 
 
 @lru_cache(maxsize=8)
-def _font_heights_in(weight: str, families: tuple[str, ...]) -> tuple[float, float, float]:
+def _font_heights_in(weight: str, fonts: tuple) -> tuple[float, float, float]:
     cap = _outline("H0", weight)[0][:, 1].max()
     ascender = _outline("Hldk", weight)[0][:, 1].max()
     descender = -_outline("gjpqy", weight)[0][:, 1].min()
