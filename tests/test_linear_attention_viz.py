@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 import attn_core as ac
@@ -69,3 +70,37 @@ def test_measurement_figures():
     )  # one tick per measured P, on a log-2 axis
     chance = 1 / (stored["setup"]["vocab"] - stored["setup"]["vocab"] // 2)
     assert any(list(line.get_ydata()) == [chance, chance] for line in ax.lines)  # the dotted chance line
+
+
+def test_chunk_explorer_greys_out_display_controls_that_do_nothing():
+    # The decay spans 0–1 by construction (1 on the diagonal, 0 above), so "fixed scale" cannot change the figure;
+    # values are printed only up to VALUES_UP_TO tokens, and the default length (24) is past that.
+    explorer = la_viz.chunk_explorer()
+    fixed_scale, values = explorer.controls["fixed_scale"], explorer.controls["values"]
+    assert fixed_scale.disabled and "no effect" in fixed_scale.tooltip
+    assert explorer.controls["length"].value > la_viz.VALUES_UP_TO
+    assert values.disabled and "up to 16 tokens" in values.tooltip
+    explorer.controls["length"].value = 12
+    assert not values.disabled
+    png = explorer.image.value
+    values.value = not values.value
+    assert explorer.image.value != png  # enabled: it does change the figure
+    explorer.controls["length"].value = 17
+    assert values.disabled
+
+
+def test_recall_figure_legend_beside_the_axes_and_every_marker_visible():
+    stored = json.loads((ROOT / "data" / "linear_attention_recall.json").read_text())
+    figure = la_viz.plot_recall(stored)
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)  # constrained layout places the legend at draw time
+    ax = figure.axes[0]
+    legend_box = ax.get_legend().get_window_extent(renderer)
+    assert legend_box.x0 >= ax.get_window_extent(renderer).x1  # the legend never covers data
+    xs = [tuple(container.lines[0].get_xdata()) for container in ax.containers]  # one errorbar per mixer
+    assert len(set(xs)) == len(xs) == len(stored["accuracy"])  # softmax and the hybrid at 1.0 side by side
+    figure = la_viz.plot_capacity([2, 4], {"linear attention": [0.1, 0.5]}, 16)
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    ax = figure.axes[0]
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1

@@ -190,6 +190,11 @@ CATALOG += [
             "linear": "线性注意力",
             "gated delta": "Gated DeltaNet",
             "hybrid 3:1": "3:1 混合",
+            "chance": "随机猜测",
+            "no effect here: the decay is 1 on the diagonal and 0 above it, already 0–1": (
+                "此处无效：衰减在对角线上为 1、对角线以上为 0，本来就是 0–1"
+            ),
+            "values are printed for up to 16 tokens": "最多 16 个词元时才显示数值",
         }
     ),
     (

@@ -33,6 +33,7 @@ __all__ = [
 
 CHUNK_DEFAULTS = dict(length=24, chunk_size=8, gate=0.1, seed=0, **{k: DEFAULTS[k] for k in Explorer.DISPLAY})
 DPI = 110
+VALUES_UP_TO = 16  # tokens: past this the printed decays no longer fit in their cells
 
 
 def _chunk_params(overrides: dict) -> dict:
@@ -85,7 +86,7 @@ def render_chunks(**overrides) -> Figure:
         if c:
             left.axhline(start, color="white", linewidth=0.5, alpha=0.6)
             left.axvline(start, color="white", linewidth=0.5, alpha=0.6)
-    if p["values"] and length <= 16:
+    if p["values"] and length <= VALUES_UP_TO:
         for i, j in zip(*np.tril_indices(length), strict=True):
             left.text(j, i, f"{decay[i, j]:.2f}", ha="center", va="center", fontsize=font * 0.7, color="white")
     left.set_title(localize("decay exp(G_i − G_j); boxes: inside a chunk"), fontsize=font)
@@ -135,7 +136,19 @@ def chunk_explorer(**fixed) -> ChunkExplorer:
         "gate": w.FloatSlider(description="gate −g", value=start["gate"], min=0.0, max=2.0, step=0.05, style=_STYLE),
     }
     rest = {k: v for k, v in fixed.items() if k not in controls}
-    return ChunkExplorer("chunks", controls, {"panel_size": 2.8, "seed": start["seed"], **rest})
+    explorer = ChunkExplorer("chunks", controls, {"panel_size": 2.8, "seed": start["seed"], **rest})
+    # Grey out the display controls that cannot change this figure, and say why (as 05's mask explorer does).
+    fixed_scale, values, length = explorer.controls["fixed_scale"], explorer.controls["values"], controls["length"]
+    fixed_scale.disabled = True  # the decay is 1 on the diagonal and 0 above it: it already spans 0–1
+    fixed_scale.tooltip = localize("no effect here: the decay is 1 on the diagonal and 0 above it, already 0–1")
+
+    def enable_values(_=None):
+        values.disabled = length.value > VALUES_UP_TO
+        values.tooltip = localize(f"values are printed for up to {VALUES_UP_TO} tokens") if values.disabled else ""
+
+    enable_values()
+    length.observe(enable_values, names="value")
+    return explorer
 
 
 def _axes(title: str, xlabel: str, ylabel: str, size=(5.6, 3.2)):
@@ -156,7 +169,7 @@ def plot_capacity(pairs, errors: dict[str, list[float]], head_k_dim: int) -> Fig
         ax.plot(pairs, values, marker="o", label=localize(name))
     ax.axvline(head_k_dim, color="grey", linestyle="--", linewidth=1)
     ax.text(head_k_dim, ax.get_ylim()[1] * 0.95, " Dk", fontsize=9, va="top")
-    ax.legend(fontsize=9)
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the axes: never over a line
     return figure
 
 
@@ -187,22 +200,27 @@ def plot_recall(results: dict) -> Figure:
     ``results["accuracy"][mixer][P]``: the mean over seeds; ``results["spread"]`` (optional, None for one seed):
     half the range, drawn as error bars; ``results["setup"]["vocab"]`` (optional): a dotted line at chance,
     1 / (number of value tokens)."""
-    figure, ax = _axes("Associative recall after training", "key-value pairs in the context", "accuracy")
-    markers = "osD^v"  # lines that coincide (several at 1.0) stay visible through their markers
+    figure, ax = _axes("Associative recall after training", "key-value pairs in the context", "accuracy", (6.6, 3.2))
+    markers = "osD^v"
     spreads = results.get("spread", {})
+    mixers = list(results["accuracy"])
     all_pairs = set()
     for index, (name, by_pairs) in enumerate(results["accuracy"].items()):
         pairs = sorted(int(p) for p in by_pairs)
         all_pairs.update(pairs)
+        # Each mixer a little to the side of its P (log axis: a factor), so lines that coincide (softmax and the
+        # hybrid at 1.0) show every marker instead of one hiding inside the other.
+        shift = 2 ** (0.05 * (index - (len(mixers) - 1) / 2))
         spread = [spreads.get(name, {}).get(str(p)) or 0.0 for p in pairs]  # None (one seed) → no bar
-        ax.errorbar(pairs, [by_pairs[str(p)] for p in pairs], yerr=spread if any(spread) else None,
-                    marker=markers[index % 5], markersize=9 - 1.5 * index, capsize=3, label=localize(name))  # fmt: skip
+        ax.errorbar([p * shift for p in pairs], [by_pairs[str(p)] for p in pairs],
+                    yerr=spread if any(spread) else None, marker=markers[index % 5], markersize=6, capsize=3,
+                    label=localize(name))  # fmt: skip
     if "setup" in results:
         values = results["setup"]["vocab"] - results["setup"]["vocab"] // 2  # values: the vocabulary's upper half
-        ax.axhline(1 / values, color="0.4", linestyle=":", linewidth=1)  # chance
+        ax.axhline(1 / values, color="0.4", linestyle=":", linewidth=1, label=localize("chance"))
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(all_pairs), [str(p) for p in sorted(all_pairs)])
     ax.minorticks_off()
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=9, loc="best")
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the axes: never over a line
     return figure
