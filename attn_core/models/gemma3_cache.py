@@ -25,16 +25,9 @@ import json
 import os
 import random
 import tempfile
-import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import torch
-
-if TYPE_CHECKING:  # gemma3 imports this module: the model classes are imported when load_gemma3 runs
-    from attn_core.models.gemma3 import Gemma3
-
-__all__ = ["FORMAT", "cache_dir", "load_gemma3", "make_record", "write_stamp", "cache_problem"]
+__all__ = ["FORMAT", "cache_dir", "make_record", "write_stamp", "cache_problem"]
 
 FORMAT = 2  # bump when the cached layout changes: old caches are then rebuilt (2: content hashes, context_length)
 CHUNK_BYTES = 4 << 20  # the weights are hashed in 4 MiB chunks
@@ -165,40 +158,3 @@ def cache_dir() -> Path:
     if os.environ.get("ATTN_CORE_CACHE"):
         return Path(os.environ["ATTN_CORE_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn_core"
-
-
-def load_gemma3(*, dtype: torch.dtype = torch.float32) -> Gemma3:
-    """Gemma 3 270M in our modules, in eval mode. First call: convert the packaged GGUF into the cache (27.8 s measured
-    on a 2-core machine); later calls: check the cache's content (``gemma3_cache``) and read it (a few seconds). A
-    cache that fails the check (garbage in the weights, a corrupt header, an edited config.json) is rebuilt, with a
-    warning saying why. ``dtype`` float32 (default) or float64."""
-    from attn_core.models import gemma3_convert  # gguf is needed on the first load only
-    from attn_core.models.gemma3 import SHA256, Gemma3, Gemma3Config, _skip_init
-
-    if dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}.")
-    folder = cache_dir() / f"gemma3-270m-{SHA256[:16]}"
-    problem = cache_problem(folder, SHA256)
-    if problem is not None:
-        if folder.exists() and not problem.startswith(("no cache yet", "config.json is not format")):
-            warnings.warn(
-                f"the converted Gemma 3 cache in {folder} failed its content check: {problem}. Rebuilding it "
-                "from the packaged GGUF (about 30 s on a 2-core machine).",
-                stacklevel=2,
-            )
-        gemma3_convert.convert_gguf(folder)
-        problem = cache_problem(folder, SHA256)
-        if problem is not None:
-            raise RuntimeError(
-                f"the Gemma 3 cache in {folder} still fails its content check after a rebuild: {problem}. "
-                f"Delete {folder} and retry; if that fails too, check the disk."
-            )
-    from safetensors.torch import load_file
-    from tokenizers import Tokenizer
-
-    config = Gemma3Config(**json.loads((folder / "config.json").read_text())["config"])
-    with _skip_init():  # no random init of 268M weights: the real ones replace them
-        lm = Gemma3(config)
-    lm.load_state_dict(load_file(folder / "model.safetensors"), assign=True, strict=True)
-    lm.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    return lm.to(dtype).eval()

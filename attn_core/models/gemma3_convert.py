@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from attn_core.models.gemma3 import INSTALL_HINT, PACKAGE, SHA256, Gemma3Config
 from attn_core.models.gemma3_cache import cache_problem, make_record, write_stamp
+from attn_core.models.gemma3_config import INSTALL_HINT, PACKAGE, SHA256, Gemma3Config
 
 __all__ = ["gguf_path", "convert_gguf", "gguf_to_ours", "query_pre_attn_scalar"]
 
