@@ -24,7 +24,7 @@ from torch import nn
 from attn_core.caches.kv_cache import KVCache
 from attn_core.deepseek.latent_attention import MultiHeadLatentAttention
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
-from attn_core.exercises import handwrite as _hw
+from attn_core.exercises import handwrite_common as _common
 from attn_core.masks import causal_mask
 from attn_core.positions.rope import apply_rope
 
@@ -191,7 +191,7 @@ def _diagnose(ref, steps, step: int, out: torch.Tensor) -> str | None:
             replay = _simulate(ref, steps[: step + 1], **mistake)[step][0]  # (B, L, hidden)
         except (RuntimeError, ValueError):  # a mistake that cannot run on these shapes is not the learner's
             continue
-        if _hw._close(out, replay):
+        if _common._close(out, replay):
             return diagnosis
     return None
 
@@ -240,14 +240,14 @@ def _step_problem(layer, ref, steps, step, cache, ref_cache, where) -> str | Non
                 "heads only when scoring: cache.update(latent, k_rope) with both of shape (B, 1, ...)."
             )
         return f"{where} forward {problem.removeprefix('your function ')}"
-    pair, problem = _hw._pair(result, "forward")
+    pair, problem = _common._pair(result, "forward")
     if problem:
         return f"{where} {problem}"
     out, weights = pair
     with torch.no_grad():
         expected_out, expected_w = ref(x, is_causal=True, cache=ref_cache)
     if cache is not None:
-        problem = _hw._cache_growth_problem(
+        problem = _common._cache_growth_problem(
             cache, cached_before, x.shape[1], where, "latent_all, k_rope_all = cache.update(latent, k_rope)"
         )
         if problem:
@@ -256,28 +256,29 @@ def _step_problem(layer, ref, steps, step, cache, ref_cache, where) -> str | Non
         if problem:
             return problem
     if out.shape != expected_out.shape:
-        return f"{where} out should have shape (B, L, hidden_dim) = {tuple(expected_out.shape)}, got {_hw._shape(out)}."
+        want = tuple(expected_out.shape)
+        return f"{where} out should have shape (B, L, hidden_dim) = {want}, got {_common._shape(out)}."
     if weights.shape != expected_w.shape:
         message = (
             f"{where} weights should have shape (B, num_heads, L, T) = {tuple(expected_w.shape)}, "
-            f"got {_hw._shape(weights)}"
+            f"got {_common._shape(weights)}"
         )
         if cache is not None and weights.shape[-1] == x.shape[1]:
             message += ": you attended over this step's tokens only; attend over everything cache.update returns"
         return message + "."
-    if _hw._close(out, expected_out) and _hw._close(weights, expected_w):
+    if _common._close(out, expected_out) and _common._close(weights, expected_w):
         return None
     diagnosis = _diagnose(ref, steps, step, out)
     if diagnosis:
         return f"{where} {diagnosis}"
     if torch.isnan(out).any():
         return f"{where} out contains NaN: is a query row fully masked?"
-    if _hw._close(weights, expected_w):
+    if _common._close(weights, expected_w):
         return (
-            f"{where} the weights are right but out is not ({_hw._worst(out, expected_out)}): check weights @ v "
+            f"{where} the weights are right but out is not ({_common._worst(out, expected_out)}): check weights @ v "
             "(v from kv_b_proj, after k_nope), the head merge (transpose, then reshape) and self.o_proj."
         )
-    return f"{where} right shapes, wrong numbers: {_hw._worst(out, expected_out)} in out."
+    return f"{where} right shapes, wrong numbers: {_common._worst(out, expected_out)} in out."
 
 
 def _layer_problem(layer, ref: MultiHeadLatentAttention) -> str | None:

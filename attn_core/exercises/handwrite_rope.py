@@ -27,7 +27,7 @@ import torch
 from attn_core import i18n
 from attn_core.caches.kv_cache import KVCache
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
-from attn_core.exercises import handwrite as _hw
+from attn_core.exercises import handwrite_common as _common
 from attn_core.layers import GroupedQueryAttention
 from attn_core.masks import causal_mask
 
@@ -163,7 +163,7 @@ _SUSPECTS = [
         "wrong head split: reshape(B, H, L, head_dim) cuts the *sequence* into heads. "
         "view(B, L, H, head_dim).transpose(1, 2).",
     ),
-    (dict(merge="reshape"), f"heads merged without the transpose: {_hw._MERGE_FIX}."),
+    (dict(merge="reshape"), f"heads merged without the transpose: {_common._MERGE_FIX}."),
     (dict(value="k"), "V comes from k_proj: use self.v_proj(x) for the values."),
     (dict(o_proj="missing"), "the output projection is missing: return self.o_proj(merged heads)."),
     (dict(scale="hidden"), "scores scaled by √hidden_dim; the scale is per head: 1/√head_dim."),
@@ -198,7 +198,7 @@ def _diagnose(ref, steps, step: int, out: torch.Tensor, base: float) -> str | No
             replay = _simulate(ref, steps[: step + 1], base, **mistake)[step][0]  # (B, L, hidden)
         except RuntimeError:  # a mistake that cannot even run on these shapes is not the learner's
             continue
-        if _hw._close(out, replay):
+        if _common._close(out, replay):
             return diagnosis
     return None
 
@@ -213,44 +213,44 @@ def _step_problem(layer, ref, steps, step, cache, ref_cache, base, where) -> str
         if problem == NOT_DONE:
             return problem
         return f"{where} forward {problem.removeprefix('your function ')}"
-    pair, problem = _hw._pair(result, "forward")
+    pair, problem = _common._pair(result, "forward")
     if problem:
         return f"{where} {problem}"
     out, weights = pair
     expected_out, expected_w = _reference_steps(ref, [x], ref_cache)[0]
     if cache is not None:
-        problem = _hw._cache_growth_problem(
+        problem = _common._cache_growth_problem(
             cache, cached_before, x.shape[1], where, "k_all, v_all = cache.update(k, v), then attend over k_all, v_all"
         )
         if problem:
             return problem
     if out.shape != expected_out.shape:
         want = tuple(expected_out.shape)
-        return f"{where} out should have shape (B, L, hidden_dim) = {want}, got {_hw._shape(out)}."
+        return f"{where} out should have shape (B, L, hidden_dim) = {want}, got {_common._shape(out)}."
     if weights.shape != expected_w.shape:
         want = tuple(expected_w.shape)
-        message = f"{where} weights should have shape (B, num_heads, L, T) = {want}, got {_hw._shape(weights)}"
+        message = f"{where} weights should have shape (B, num_heads, L, T) = {want}, got {_common._shape(weights)}"
         if cache is not None and weights.shape[-1] == x.shape[1]:
             message += (
                 ": you attended over this step's keys only. Attend over everything cached: "
                 "k_all, v_all = cache.update(k, v)"
             )
         return message + "."
-    if _hw._close(out, expected_out) and _hw._close(weights, expected_w):
+    if _common._close(out, expected_out) and _common._close(weights, expected_w):
         return None
-    if cache is None and _hw._is_random(layer, (x,), {}):
-        return f"{where} {_hw._DROPOUT_ON}"
+    if cache is None and _common._is_random(layer, (x,), {}):
+        return f"{where} {_common._DROPOUT_ON}"
     diagnosis = _diagnose(ref, steps, step, out, base)
     if diagnosis:
         return f"{where} {diagnosis}"
     if torch.isnan(out).any():
         return f"{where} out contains NaN: is a query row fully masked?"
-    if _hw._close(weights, expected_w):
+    if _common._close(weights, expected_w):
         return (
-            f"{where} the weights are right but out is not ({_hw._worst(out, expected_out)}): the mistake comes "
+            f"{where} the weights are right but out is not ({_common._worst(out, expected_out)}): the mistake comes "
             f"after the softmax. Check weights @ v (v never rotated), the merge and self.o_proj."
         )
-    return f"{where} right shapes, wrong numbers: {_hw._worst(out, expected_out)} in out."
+    return f"{where} right shapes, wrong numbers: {_common._worst(out, expected_out)} in out."
 
 
 def _config_problem(
@@ -263,7 +263,7 @@ def _config_problem(
         layer, problem = call_learner(cls, hidden, heads, rope_base=base)
     if problem:
         return problem, ""
-    problem = _hw._layer_problem(layer, ref)
+    problem = _common._layer_problem(layer, ref)
     if problem:
         return f"[{label}] {problem}", ""
     x = torch.randn(2, _LENGTH, hidden, generator=gen, dtype=_F64)  # (B, T, hidden)
@@ -286,7 +286,7 @@ def _config_problem(
         if problem:
             return problem, ""
     note = ""
-    if not torch.allclose(cache.keys.to(_F64), ref_cache.keys, rtol=_hw._RTOL, atol=1e-7):
+    if not torch.allclose(cache.keys.to(_F64), ref_cache.keys, rtol=_common._RTOL, atol=1e-7):
         note = (
             "note: your cache holds UNROTATED keys and you rotate all of them again at every step. Right "
             "numbers, but O(T) extra work per token, and a cache other code cannot share: rotate k before "
