@@ -25,6 +25,8 @@ class BlockAllocator:
     """
 
     def __init__(self, num_blocks: int) -> None:
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
+            raise ValueError(f"num_blocks must be an int >= 1 (the blocks in the pool), got {num_blocks!r}.")
         self.num_blocks = num_blocks
         self.ref_counts = [0] * num_blocks  # block tables holding each block
         self.free = list(range(num_blocks))  # a min-heap: the lowest free block first, so tables read 0, 1, 2...
@@ -36,20 +38,34 @@ class BlockAllocator:
         """Blocks an append may take now."""
         return len(self.free)
 
+    def _check_block(self, block: object, action: str) -> None:
+        """A block id is an int in [0, num_blocks): -1 would index the last block, a bool or a float no block."""
+        if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < self.num_blocks:
+            raise ValueError(f"cannot {action} block {block!r}: block ids are ints in [0, {self.num_blocks}).")
+
     def allocate(self) -> int:
-        """Take a free block for one table (reference count 1)."""
+        """Take a free block for one table (reference count 1); none free: :class:`OutOfBlocksError`."""
+        if not self.free:
+            raise OutOfBlocksError(
+                f"all {self.num_blocks} blocks are held: none is free. Release (free) a sequence first, or build the "
+                "pool with more num_blocks."
+            )
         block = heapq.heappop(self.free)
         self.ref_counts[block] = 1
         return block
 
     def retain(self, block: int) -> None:
         """One more table holds ``block`` (sharing). A free block holds no tokens: ValueError."""
+        self._check_block(block, "retain")
         if self.ref_counts[block] == 0:
             raise ValueError(f"block {block} is free: it holds no tokens a sequence could share.")
         self.ref_counts[block] += 1
 
     def release(self, block: int) -> None:
-        """One table fewer holds ``block``; at zero it is free again."""
+        """One table fewer holds ``block``; at zero it is free again. A block no table holds: ValueError."""
+        self._check_block(block, "release")
+        if self.ref_counts[block] <= 0:  # a double release would hand the block to two tables later
+            raise ValueError(f"block {block} is not held by any table: it was released already (double release).")
         self.ref_counts[block] -= 1
         if self.ref_counts[block] == 0:  # nobody else reads it: back to the pool
             heapq.heappush(self.free, block)

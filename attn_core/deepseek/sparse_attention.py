@@ -85,6 +85,9 @@ def sparse_attention(
     n = indices.shape[-1]
     scale = default_scale(head_dim) if scale is None else scale
 
+    if k_len == 0:  # no key to list: every pick is -1 (checked above), so every query gets zeros
+        out = q.new_zeros(batch, num_heads, q_len, v_dim)  # (B, H, Lq, Dv)
+        return out, q.new_zeros(batch, num_heads, q_len, n)  # (B, H, Lq, Dv), (B, H, Lq, n)
     listed = indices >= 0  # (B, Lq, n)
     safe = indices.clamp(min=0)  # (B, Lq, n): empty picks read key 0, then get weight 0
     batch_index = torch.arange(batch, device=q.device)[:, None, None]  # (B, 1, 1)

@@ -59,11 +59,17 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
 
 
 def alibi(slopes: torch.Tensor) -> ScoreMod:
-    """ALiBi: a linear penalty on distance, per head: ``score − slopes[h] · (q_idx − kv_idx)``."""
+    """ALiBi: a linear penalty on distance, per head: ``score − slopes[h] · (q_idx − kv_idx)``; ``slopes (H,)``."""
+    if not isinstance(slopes, torch.Tensor) or slopes.ndim != 1 or not slopes.is_floating_point():
+        shape = tuple(slopes.shape) if isinstance(slopes, torch.Tensor) else type(slopes).__name__
+        raise ValueError(
+            f"slopes must be a floating-point tensor (H,), one slope per head (alibi_slopes(H)); got {shape}."
+        )
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score - slopes.to(score.dtype)[h] * (q_idx - kv_idx)
 
+    score_mod.requires = [("num_heads", slopes.shape[0], "alibi(slopes) has one slope per head")]
     return score_mod
 
 
@@ -93,9 +99,13 @@ def document(doc_ids: torch.Tensor) -> MaskMod:
 
     def mask_mod(b, h, q_idx, kv_idx):
         seq = b if ids.shape[0] > 1 else torch.zeros_like(b)  # one row of doc_ids serves every sequence
-        # create_block_mask also asks about the padding of its 128-token blocks: clamp, those never reach a row
+        # create_block_mask also asks about the padding of its 128-token blocks: clamp, those never reach a row.
+        # A doc_ids of another length than the sequence would be clamped too: reference() checks the lengths.
         return ids[seq, q_idx.clamp(max=last)] == ids[seq, kv_idx.clamp(max=last)]
 
+    mask_mod.requires = [("length", ids.shape[1], "document(doc_ids) has one document id per token")]
+    if ids.shape[0] > 1:
+        mask_mod.requires.append(("batch", ids.shape[0], "document(doc_ids) has one row of doc_ids per sequence"))
     return mask_mod
 
 
@@ -108,7 +118,38 @@ def and_masks(*mask_mods: MaskMod) -> MaskMod:
             allowed = allowed & other(b, h, q_idx, kv_idx)
         return allowed
 
+    mask_mod.requires = [need for part in mask_mods for need in getattr(part, "requires", [])]
     return mask_mod
+
+
+def _check_reference_inputs(q, k, v, score_mod, mask_mod, sinks) -> None:
+    """q, k, v 4-D of one (B, H); sinks (H,); what ALiBi's slopes and document's doc_ids were built for."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 4:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be a 4-D tensor (B, H, L, D), got {shape}.")
+    if k.shape[:2] != q.shape[:2] or v.shape[:3] != k.shape[:3] or k.shape[-1] != q.shape[-1]:
+        raise ValueError(
+            f"q (B, H, Lq, D), k (B, H, Lk, D) and v (B, H, Lk, Dv) must share B and H (k and v also Lk, q and k "
+            f"also D); got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}."
+        )
+    batch, heads, q_len, _ = q.shape
+    if sinks is not None and (not isinstance(sinks, torch.Tensor) or tuple(sinks.shape) != (heads,)):
+        shape = tuple(sinks.shape) if isinstance(sinks, torch.Tensor) else type(sinks).__name__
+        raise ValueError(f"sinks must be a tensor (H,) = ({heads},), one learned logit per head; got {shape}.")
+    sizes = {"num_heads": heads, "length": (q_len, k.shape[2]), "batch": batch}
+    for mod in (score_mod, mask_mod):
+        for what, built_for, meaning in getattr(mod, "requires", []):
+            have = sizes[what]
+            if what == "length" and have != (built_for, built_for):
+                raise ValueError(
+                    f"{meaning}: it was built for {built_for} tokens, but q has Lq={q_len} and k has Lk={k.shape[2]} "
+                    "(positions past the end would be clamped onto the last token's document)."
+                )
+            if what == "num_heads" and have != built_for:
+                raise ValueError(f"{meaning}: it was built for {built_for} heads, but q has H={heads}.")
+            if what == "batch" and have != built_for:
+                raise ValueError(f"{meaning}: it has {built_for} rows, but q has B={batch} (or pass one row for all).")
 
 
 def _indices(batch: int, heads: int, q_len: int, k_len: int, device) -> tuple[torch.Tensor, ...]:
@@ -135,6 +176,7 @@ def reference(
     scaled scores, which that function cannot take, so the softmax here follows its rules: masked keys get weight 0,
     a row with no visible key is all zeros, ``sinks`` join every row as extra logits with no value.
     """
+    _check_reference_inputs(q, k, v, score_mod, mask_mod, sinks)
     batch, heads, q_len, dim = q.shape
     k_len = k.shape[-2]
     b, h, q_idx, kv_idx = _indices(batch, heads, q_len, k_len, q.device)
@@ -148,8 +190,10 @@ def reference(
     if mask is not None:
         scores = scores.masked_fill(~mask, -math.inf)
     columns = [scores] if sinks is None else [scores, sinks.view(1, heads, 1, 1).expand(batch, heads, q_len, 1)]
-    weights = torch.softmax(torch.cat(columns, dim=-1), dim=-1)[..., :k_len]  # (B, H, Lq, Lk)
-    weights = weights.nan_to_num(0.0)  # a row with every key masked (and no sink): softmax of all -inf
+    logits = torch.cat(columns, dim=-1)  # (B, H, Lq, Lk [+ 1])
+    blind = (logits == -math.inf).all(dim=-1, keepdim=True)  # (B, H, Lq, 1): every key masked, no sink
+    # Only those rows are zeroed (softmax of all -inf is NaN); a NaN from NaN inputs stays NaN, as in sdpa.
+    weights = torch.softmax(logits, dim=-1).masked_fill(blind, 0.0)[..., :k_len]  # (B, H, Lq, Lk)
     return weights @ v, weights  # (B, H, Lq, Dv), (B, H, Lq, Lk)
 
 
