@@ -1,0 +1,170 @@
+"""The series as an nbgrader course, graded for a synthetic class (issue #35; classroom/mock_class.py has the class).
+
+Default run: the course builds (both languages), the release carries no solution line, ``nbgrader validate`` passes
+the source and fails the release, and a subset of the class (one of each kind) is autograded and exported.
+``pytest -m classroom_full tests/test_classroom_mock_class.py``: the whole class (>= 30 students) on five
+assignments, English and Chinese (README: times).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "classroom"))
+
+import mock_class  # noqa: E402
+
+DEFAULT_ASSIGNMENT = "01_scaled_dot_product_attention"
+DEFAULT_STUDENTS = {
+    "perfect",
+    "blank",
+    "wrong-ex1-no_scale",
+    "wrong-ex4-target_0_8",
+    "variant-ex1-float32_arithmetic",
+    "variant-ex2-numpy_int",
+    "tamper-edits-test-cell",
+    "tamper-deletes-test-cell",
+    "tamper-overrides-checker-readonly",
+    "infinite-loop",
+    "empty-notebook",
+}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    mock_class.build(root, "both")
+    return root
+
+
+def generate(course: Path, assignment: str) -> Path:
+    done = mock_class.nbgrader(course, "generate_assignment", assignment, "--force")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return next((course / "release" / assignment).glob("*.ipynb"))
+
+
+def test_course_layout(course):
+    config = (course / "nbgrader_config.py").read_text()
+    assert "CourseDirectory.root" in config
+    sources = sorted(p.name for p in (course / "source").iterdir())
+    assert "01_scaled_dot_product_attention" in sources and "zh_01_scaled_dot_product_attention" in sources
+    assert "00_start_here" not in sources and "zh_17_interview_cheat_sheet" not in sources  # no graded exercises
+    nb = mock_class.read_notebook(course / "source" / DEFAULT_ASSIGNMENT / f"{DEFAULT_ASSIGNMENT}.ipynb")
+    kinds = [cell["metadata"].get("nbgrader", {}) for cell in nb["cells"]]
+    tests = [meta for meta in kinds if meta.get("grade") and not meta.get("solution")]
+    assert [meta["points"] for meta in tests] == [2, 1, 1, 1]  # points.toml: check_attention is worth 2
+    assert all(meta["locked"] for meta in tests)
+    assert any(meta.get("solution") and meta.get("grade") for meta in kinds)  # the written answer, graded by hand
+    rubric = list(csv.DictReader(open(course / "rubric.csv", encoding="utf-8")))
+    assert {row["grade_id"] for row in rubric} >= {"written_why_sqrt_dk"}
+    assert any("### BEGIN HIDDEN TESTS" in cell["source"] for cell in nb["cells"])
+
+
+@pytest.mark.parametrize("assignment", [DEFAULT_ASSIGNMENT, "zh_05_masks_and_dropout"])
+def test_release_has_no_solution_text(course, assignment):
+    """Every line the model answers add to the stubs (and every hidden test line) is gone from the release."""
+    released = generate(course, assignment).read_text(encoding="utf-8")
+    source = mock_class.read_notebook(next((course / "source" / assignment).glob("*.ipynb")))
+    secret = []
+    for cell in source["cells"]:
+        inside = False
+        for line in cell["source"].split("\n"):
+            if "### BEGIN SOLUTION" in line or "### BEGIN HIDDEN TESTS" in line:
+                inside = True
+            elif "### END SOLUTION" in line or "### END HIDDEN TESTS" in line:
+                inside = False
+            elif inside and len(line.strip()) > 3:
+                secret.append(line.strip())
+    assert len(secret) > 10
+    released_lines = {
+        line.strip() for cell in json.loads(released)["cells"] for line in "".join(cell["source"]).split("\n")
+    }
+    leaked = [line for line in secret if line in released_lines and not line.startswith(("#", '"""', "return", ")"))]
+    assert not leaked, leaked
+
+
+def test_validate_passes_source_and_fails_release(course):
+    source = course / "source" / DEFAULT_ASSIGNMENT / f"{DEFAULT_ASSIGNMENT}.ipynb"
+    release = generate(course, DEFAULT_ASSIGNMENT)
+    good = mock_class.nbgrader(course, "validate", str(source))
+    assert "Success! Your notebook passes all the tests." in good.stdout, good.stdout[-3000:] + good.stderr[-3000:]
+    bad = mock_class.nbgrader(course, "validate", str(release))
+    assert "Success!" not in bad.stdout and "failed" in (bad.stdout + bad.stderr).lower(), bad.stdout[-3000:]
+
+
+def grades_by_student(course: Path, assignment: str) -> dict[str, dict[str, float]]:
+    """student -> {test grade_id: score} from nbgrader's gradebook (autograded cells only)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    out = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        notebook = next((course / "source" / assignment).glob("*.ipynb")).stem
+        for student in gradebook.students:
+            try:
+                submission = gradebook.find_submission_notebook(notebook, assignment, student.id)
+            except MissingEntry:
+                continue
+            out[student.id] = {g.name: g.score for g in submission.grades if g.name.startswith("ex")}
+    return out
+
+
+def grade_class(course: Path, assignment: str, only: set | None):
+    generate(course, assignment)
+    students = mock_class.submit_class(course, assignment, only)
+    if only is not None:
+        assert {s.name for s in students} == only
+    start = time.perf_counter()
+    done = mock_class.nbgrader(course, "autograde", assignment, "--force")
+    seconds = time.perf_counter() - start
+    print(
+        f"\n{assignment}: {len(students)} submissions autograded in {seconds:.0f} s "
+        f"({seconds / len(students):.1f} s each)"
+    )
+    grades = grades_by_student(course, assignment)
+    source = mock_class.read_notebook(next((course / "source" / assignment).glob("*.ipynb")))
+    points = {
+        cell["metadata"]["nbgrader"]["grade_id"]: cell["metadata"]["nbgrader"]["points"]
+        for cell in source["cells"]
+        if cell["metadata"].get("nbgrader", {}).get("grade") and cell["cell_type"] == "code"
+    }
+    problems = []
+    for student in students:
+        got = grades.get(student.name)
+        if got is None:
+            problems.append(f"{student.name}: no grades (autograde log: {done.stderr[-1500:]})")
+            continue
+        for grade_id, worth in points.items():
+            want = 0 if grade_id in student.loses else worth
+            if got.get(grade_id) != want:
+                problems.append(f"{student.name}: {grade_id} scored {got.get(grade_id)}, expected {want}")
+    assert not problems, "\n".join(problems)
+    rows = mock_class.export_grades(course)
+    by_student = {row["student_id"]: row for row in rows if row["assignment"] == assignment}
+    full = sum(points.values())
+    assert float(by_student["perfect"]["raw_score"]) == full
+    assert float(by_student["blank"]["raw_score"]) == 0
+    return seconds, len(students)
+
+
+def test_default_class_subset(course):
+    """One student of each kind on notebook 01: right marks, 0 wrong answers pass, 0 correct variants fail."""
+    grade_class(course, DEFAULT_ASSIGNMENT, DEFAULT_STUDENTS)
+
+
+@pytest.mark.classroom_full
+def test_full_class(course):
+    """>= 30 students on each of five assignments (English and Chinese); times per submission and per class."""
+    total, count = 0.0, 0
+    for assignment in mock_class.MOCK_ASSIGNMENTS:
+        source = mock_class.read_notebook(next((course / "source" / assignment).glob("*.ipynb")))
+        assert len(mock_class.students_for(assignment, source)) >= 30, assignment
+        seconds, students = grade_class(course, assignment, None)
+        total, count = total + seconds, count + students
+    print(f"\nfull class: {count} submissions in {total:.0f} s, {total / count:.1f} s per submission")
