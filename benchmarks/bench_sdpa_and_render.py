@@ -28,7 +28,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core.viz import mla, rope, sampling, tiles, widgets  # noqa: E402
+from attn_core.viz import mla, rope, rope_scaling, sampling, sparse, tiles, widgets  # noqa: E402
 
 
 def bench_kernels() -> None:
@@ -81,6 +81,11 @@ def bench_render() -> None:
         rope.render_rope(q_position=100, k_position=3, pair=5, head_dim=128, max_distance=1024)
     )
     redraws["mla cache (09): default view"] = lambda: widgets.figure_png(mla.render_mla_cache())
+    redraws["bands (06b): default view"] = lambda: widgets.figure_png(rope_scaling.render_bands())
+    redraws["bands (06b): head_dim 128, context 8192"] = lambda: widgets.figure_png(
+        rope_scaling.render_bands(head_dim=128, original_context=8192)
+    )
+    redraws["sparse masks (09b): default view"] = lambda: widgets.figure_png(sparse.render_sparse_masks())
     # 11's explorer on a Gemma-sized vocabulary (random logits cost the same as the model's): one slider move
     vocab = torch.randn(262_144, generator=torch.Generator().manual_seed(0)) * 3  # (V,)
     top_p = sampling.sampling_explorer(vocab).controls["top_p"]  # setting its value redraws once (observe)

@@ -45,3 +45,40 @@ def test_chinese():
         assert "对保持转速" in explorer.explanation.value
     finally:
         ac.set_language("en")
+
+
+def test_betas_are_disabled_where_they_do_nothing():
+    """Issue #33: beta_fast / beta_slow change only YaRN; for linear and llama3 they are greyed out, with a reason."""
+    explorer = rs.band_explorer()
+    controls = explorer.controls
+    assert not controls["beta_fast"].disabled and not controls["beta_slow"].disabled  # yarn, the default
+    for scaling in ("linear", "llama3"):
+        controls["scaling"].value = scaling
+        assert controls["beta_fast"].disabled and controls["beta_slow"].disabled
+        assert "linear and llama3 do not use them" in controls["beta_fast"].tooltip
+        # and indeed they do nothing there
+        moved = rs.band_frequencies(scaling=scaling, beta_fast=8.0, beta_slow=2.0)["scaled"]
+        np.testing.assert_array_equal(moved, rs.band_frequencies(scaling=scaling)["scaled"])
+    controls["scaling"].value = "yarn"
+    assert not controls["beta_fast"].disabled
+
+
+@pytest.mark.parametrize("scaling", rs.SCALINGS)
+def test_legend_does_not_cover_the_band(scaling):
+    """Issue #33: in llama3 mode the legend sat on the smoothed band; it must not overlap the shaded band."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = rs.render_bands(scaling=scaling)
+    FigureCanvasAgg(fig).draw()
+    left = fig.axes[0]
+    legend_box = left.get_legend().get_window_extent()
+    for patch in left.patches:  # the shaded band (axvspan), if any
+        assert not legend_box.overlaps(patch.get_window_extent())
+
+
+def test_log_axes_have_plain_labels_and_no_minor_ticks():
+    """The render cost: mathtext tick labels and ~200 minor ticks made a redraw 10-20x a single attention map."""
+    fig = rs.render_bands(head_dim=128, original_context=8192)
+    for axis in fig.axes:
+        assert axis.xaxis.get_minorticklocs().size == 0
+        assert not any("$" in axis.xaxis.get_major_formatter()(t, 0) for t in axis.get_xticks())

@@ -28,3 +28,12 @@ def test_render_explain_and_explorer():
     assert isinstance(explorer, widgets.Explorer) and explorer.error is None
     explorer.controls["topk"].value = 2
     assert explorer.error is None and "V3.2 DSA (top-k tokens): 2 tokens" in explorer.explanation.value
+
+
+def test_colours_have_a_legend():
+    """Issue #33: blue (a token) and orange (a compressed entry) were drawn without a legend."""
+    from attn_core.i18n import localize  # noqa: F401  (labels go through the catalogs)
+
+    fig = sparse.render_sparse_masks(seq_len=8, topk=2, sliding_window=2, csa_rate=2, hca_rate=4)
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert labels == ["not read", "a token read", "a compressed entry read"]

@@ -175,6 +175,9 @@ CATALOG += exact(
         "new frequency / old": "新频率 / 原频率",
         _TITLE: "各方案如何放慢每一对（D = 128，s = 4，训练长度 4096）",
         _FIXED: "✅ 修正：按频段缩放频率（ac.rope_frequencies / apply_rope(scaling=)），绝不截断位置",
-        _WRONG_EXPONENT: "❌ 指数按 head_dim 算：被旋转的特征丢掉了慢的对",
+        _WRONG_EXPONENT: "❌ 指数按 head_dim 算：被旋转的特征丢掉了低频维度对",
+        "beta_fast and beta_slow are YaRN's band edges; linear and llama3 do not use them": (
+            "beta_fast 和 beta_slow 是 YaRN 的频段边界；linear 和 llama3 不使用它们"
+        ),
     }
 )

@@ -189,6 +189,9 @@ CATALOG = [
             "V4 CSA": "V4 CSA",
             "keys (tokens | entries)": "键（词元 | 压缩条目）",
             "query position": "查询位置",
+            "not read": "未读取",
+            "a token read": "读取的词元",
+            "a compressed entry read": "读取的压缩条目",
             # notebook 09b's own figure (ac.localize_figure)
             "KV cache of one sequence of 1M tokens (GiB, bf16)": "一条 1M 词元序列的 KV 缓存（GiB，bf16）",
             "V3 (MLA)": "V3（MLA）",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from attn_core.deepseek.compressed_attention import CompressedAttention
@@ -35,6 +36,7 @@ SPARSE_DEFAULTS = dict(
 LAYER_TYPES = ("V3.2 DSA (top-k tokens)", "V4 sliding window", "V4 HCA", "V4 CSA")
 # not read / a token read / a compressed entry read: grey, blue, orange (readable in colour-blind palettes)
 _COLORS = ListedColormap(["#f0f0f0", "#1f77b4", "#ff7f0e"])
+_LEGEND = ("not read", "a token read", "a compressed entry read")
 _HIDDEN, _TINY = 16, dict(head_dim=8, q_lora_rank=8, qk_rope_head_dim=4, o_groups=1, o_lora_rank=4)
 
 
@@ -103,6 +105,8 @@ def render_sparse_masks(**overrides) -> Figure:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].set_ylabel(localize("query position"), fontsize=FONT_PT * scale)
+    legend = [Patch(color=_COLORS(i), label=localize(label)) for i, label in enumerate(_LEGEND)]
+    fig.legend(handles=legend, loc="outside lower center", ncols=3, fontsize=FONT_PT * scale, frameon=False)
     fig.sparse_masks = masks
     return fig
 
