@@ -86,4 +86,6 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-    sys.meta_path.append(_MovedFinder())
+    # First, before the path finder: a checkout updated in place keeps the old folders (attn_core/kernels/ with
+    # its ignored __pycache__), which the path finder would import as empty namespace packages.
+    sys.meta_path.insert(0, _MovedFinder())
