@@ -242,6 +242,9 @@ c.ClearSolutions.text_stub = {text_stub!r}
 c.Execute.timeout = 30
 c.Execute.interrupt_on_timeout = True
 c.ExecutePreprocessor.timeout = 30
+# A student who deletes a test cell gets it back at autograde (nbgrader's default only flags the grade for manual
+# grading): the read-only cells' sources come from the gradebook, never from the submission.
+c.OverwriteCells.add_missing_cells = True
 '''
 
 

@@ -61,7 +61,12 @@ c.Spawner.http_timeout = 90
 c.Spawner.mem_limit = "2G"  # advisory for this spawner (classroom/README.md: memory per student); enforced on k8s
 # Every spawn pulls the series (nbgitpuller merges, never overwrites a student's edits) and opens notebook 00.
 c.Spawner.default_url = "/git-pull?" + urlencode(
-    {"repo": REPO, "branch": BRANCH, "urlpath": "lab/tree/attn-notebooks/notebooks/00_start_here.ipynb"}
+    {
+        "repo": REPO,
+        "branch": BRANCH,
+        "targetpath": "attn-notebooks",
+        "urlpath": "lab/tree/attn-notebooks/notebooks/00_start_here.ipynb",
+    }
 )
 
 

@@ -253,7 +253,9 @@ def spawn_all(hub: Hub, users: list[str]) -> dict[str, float]:
 
 def git_pull(hub: Hub, user: str) -> None:
     """nbgitpuller's pull, as the spawn URL triggers it in a browser (its event stream, until it says done)."""
-    query = urllib.parse.urlencode({"repo": hub.env["ATTN_CLASS_REPO"], "branch": hub.env["ATTN_CLASS_BRANCH"]})
+    query = urllib.parse.urlencode(
+        {"repo": hub.env["ATTN_CLASS_REPO"], "branch": hub.env["ATTN_CLASS_BRANCH"], "targetpath": "attn-notebooks"}
+    )
     _, text, _ = hub.api("GET", f"/user/{user}/git-pull/api?{query}", prefix="", timeout=180)
     assert '"phase": "finished"' in text or "'phase': 'finished'" in text, text[-2000:]
 

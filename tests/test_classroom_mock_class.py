@@ -26,12 +26,10 @@ DEFAULT_STUDENTS = {
     "perfect",
     "blank",
     "wrong-ex1-no_scale",
-    "wrong-ex4-target_0_8",
     "variant-ex1-float32_arithmetic",
     "variant-ex2-numpy_int",
     "tamper-edits-test-cell",
     "tamper-deletes-test-cell",
-    "tamper-overrides-checker-readonly",
     "infinite-loop",
     "empty-notebook",
 }
@@ -145,6 +143,20 @@ def grade_class(course: Path, assignment: str, only: set | None):
             if got.get(grade_id) != want:
                 problems.append(f"{student.name}: {grade_id} scored {got.get(grade_id)}, expected {want}")
     assert not problems, "\n".join(problems)
+    # Tampering: nbgrader takes every read-only and test cell from its gradebook, so an edited test cell runs as
+    # written by the instructor, and (add_missing_cells, in the generated config) a deleted one is put back.
+    names = {student.name for student in students}
+    autograded = course / "autograded"
+    notebook = next((course / "source" / assignment).glob("*.ipynb")).name
+    test_cells = [cell for cell in source["cells"] if cell["metadata"].get("nbgrader", {}).get("grade")]
+    first_test = next(cell for cell in test_cells if cell["cell_type"] == "code")
+    for name in {"tamper-edits-test-cell", "tamper-deletes-test-cell"} & names:
+        graded = mock_class.read_notebook(autograded / name / assignment / notebook)
+        grade_id = first_test["metadata"]["nbgrader"]["grade_id"]
+        cell = next(c for c in graded["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+        assert first_test["source"].split("\n")[0] in cell["source"], (name, cell["source"][:300])
+        if name == "tamper-deletes-test-cell":
+            assert "was missing from the submission" in cell["source"]
     rows = mock_class.export_grades(course)
     by_student = {row["student_id"]: row for row in rows if row["assignment"] == assignment}
     full = sum(points.values())
