@@ -135,8 +135,9 @@ def check_against_reference(q, k, v, *, is_causal, scale=None, block_size, use_o
         ((1, 2, 1, 40, 24, 16), True, torch.float16, 16),  # MQA, Lq > Lk: 16 queries see no key
         ((1, 2, 2, 70, 70, 64), True, torch.bfloat16, 64),  # bf16 (computed as float32 here)
         ((1, 1, 1, 30, 20, 128), False, torch.float32, 128),  # D = 128, one tile
+        ((1, 4, 1, 20, 36, 256), True, torch.float32, 16),  # D = 256 (Gemma 3's), MQA 4:1, partial tiles
     ],
-    ids=["mha", "gqa-chunk-causal", "mqa-fp16-blind-rows", "bf16-causal", "d128"],
+    ids=["mha", "gqa-chunk-causal", "mqa-fp16-blind-rows", "bf16-causal", "d128", "d256-mqa"],
 )
 def test_matches_float64_reference_forward_and_backward(shape, is_causal, dtype, block_size):
     batch, num_heads, num_kv_heads, q_len, k_len, head_dim = shape

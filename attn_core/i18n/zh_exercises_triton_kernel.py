@@ -16,8 +16,8 @@ _END_ZH = "tile={t}、block_size={b}、q_len={lq}、k_len={lk} 时，你返回�
 _HEAD = rf"for head=(?P<h>\d+), num_heads=(?P<hq>\d+), num_kv_heads=(?P<hkv>\d+) you returned (?P<v>{_INT})"
 _HEAD_ZH = "head={h}、num_heads={hq}、num_kv_heads={hkv} 时，你返回了 {v}"
 _N = r"-?\d+"
-_VISITS = r"(?P<full>\d+) without a mask, (?P<masked>\d+) crossed by the diagonal; (?P<skipped>\d+) skipped\."
-_VISITS_ZH = "{full} 个不需要掩码，{masked} 个被对角线穿过；跳过 {skipped} 个。"
+_VISITS = r"(?P<full>\d+) without a mask, (?P<masked>\d+) with one; (?P<skipped>\d+) skipped\."
+_VISITS_ZH = "{full} 个不需要掩码，{masked} 个需要掩码；跳过 {skipped} 个。"
 
 CATALOG = [
     # the names of the three checks (the start of every verdict line)

@@ -3,9 +3,10 @@
 The forward kernel and the dQ kernel launch one program per **query tile**; a program walks over the key
 tiles left to right and stops at the last key its last query may see (bottom-right causal). The dK/dV kernel
 launches one program per **key tile**; it walks over the query tiles from the first one that sees any of
-its keys. Both visit exactly the tiles with at least one visible (query, key) pair; a tile crossed by the
-causal diagonal also builds a mask. This module computes that schedule and draws it; it does not import
-triton (the schedule is the kernels' index arithmetic, in Python).
+its keys. Both visit exactly the tiles with at least one visible (query, key) pair, and both build a mask on
+exactly the same ones: the tiles crossed by the causal diagonal, and the last key tile when it runs past Lk
+(a bound check). Every other tile is computed without a mask, as in FlashAttention-2. This module computes
+that schedule and draws it; it does not import triton (the schedule is the kernels' index arithmetic, in Python).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from attn_core.viz.widgets import Explorer
 __all__ = ["tile_status", "program_visits", "render_schedule", "explain_schedule", "schedule_explorer"]
 
 SKIPPED, FULL, DIAGONAL = 0, 1, 2
+MASKED = DIAGONAL  # a visited tile that builds a mask: crossed by the causal diagonal, or the partial last key tile
 COLORS = {SKIPPED: "#eeeeee", FULL: "#9ecae1", DIAGONAL: "#fdae6b"}
 KERNELS = ("forward", "dK/dV")
 SCHEDULE_DEFAULTS = {"kernel": "forward", "program": 1, "q_len": 48, "k_len": 64, "block_size": 16, "is_causal": True}
@@ -31,11 +33,18 @@ def _check(q_len: int, k_len: int, block_size: int) -> None:
 
 
 def tile_status(q_len: int, k_len: int, block_size: int, is_causal: bool) -> np.ndarray:
-    """``(num query tiles, num key tiles)`` codes: 0 skipped (all future), 1 visited, 2 visited with a mask."""
+    """``(num query tiles, num key tiles)`` codes: 0 skipped (all future), 1 visited, 2 visited with a mask.
+
+    A visited tile needs a mask when some query of it does not see some key of it (the causal diagonal), or when
+    it is the last key tile and runs past ``k_len`` (``k_len`` not a multiple of ``block_size``): the kernels
+    check the key bound there only. A partial last *query* tile needs none: its extra rows are never stored.
+    """
     _check(q_len, k_len, block_size)
     offset = k_len - q_len  # query i sees keys j <= i + offset
     q_tiles, k_tiles = -(-q_len // block_size), -(-k_len // block_size)
     status = np.full((q_tiles, k_tiles), FULL)  # (Tq, Tk)
+    if k_len % block_size:
+        status[:, -1] = MASKED  # the last key tile is partial: the key bound is checked there
     if not is_causal:
         return status
     for qi in range(q_tiles):
@@ -45,7 +54,7 @@ def tile_status(q_len: int, k_len: int, block_size: int, is_causal: bool) -> np.
             if first_key > last_query + offset:
                 status[qi, kj] = SKIPPED  # every key is in the future of every query
             elif last_key > first_query + offset:
-                status[qi, kj] = DIAGONAL  # some pairs visible, some not
+                status[qi, kj] = MASKED  # some pairs visible, some not: crossed by the diagonal
     return status
 
 
@@ -69,7 +78,7 @@ def explain_schedule(kernel="forward", program=1, q_len=48, k_len=64, block_size
     """One line: what the chosen program visits."""
     visits = program_visits(kernel, program, q_len, k_len, block_size, is_causal)
     status = tile_status(q_len, k_len, block_size, is_causal)  # (Tq, Tk)
-    masked = sum(status[pair] == DIAGONAL for pair in visits)
+    masked = sum(status[pair] == MASKED for pair in visits)
     if kernel == "forward":
         first, last = program * block_size, min((program + 1) * block_size, q_len) - 1
         if not visits:
@@ -77,13 +86,13 @@ def explain_schedule(kernel="forward", program=1, q_len=48, k_len=64, block_size
         skipped = status.shape[1] - len(visits)
         return (
             f"program {program} (queries {first}–{last}) visits key tiles 0–{visits[-1][1]}: {len(visits) - masked} "
-            f"without a mask, {masked} crossed by the diagonal; {skipped} skipped."
+            f"without a mask, {masked} with one; {skipped} skipped."
         )
     first, last = program * block_size, min((program + 1) * block_size, k_len) - 1
     skipped = status.shape[0] - len(visits)
     return (
         f"program {program} (keys {first}–{last}) visits query tiles {visits[0][0]}–{visits[-1][0]}: "
-        f"{len(visits) - masked} without a mask, {masked} crossed by the diagonal; {skipped} skipped."
+        f"{len(visits) - masked} without a mask, {masked} with one; {skipped} skipped."
     )
 
 

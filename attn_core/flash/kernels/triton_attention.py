@@ -19,7 +19,9 @@ from attn_core.attention import check_flag, check_scale, default_scale
 
 __all__ = ["triton_attention", "HEAD_DIMS", "BLOCK_SIZES", "interpreter_enabled"]
 
-HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two, and tl.dot at least 16
+# tl.arange needs a power of two, and tl.dot at least 16; 256 is Gemma 3's head dim (FlashAttention-2 goes to 256 too).
+# On a GPU, D = 256 tiles need about twice the shared memory of D = 128 ones: run_with_tiles halves the tile if needed.
+HEAD_DIMS = (16, 32, 64, 128, 256)
 BLOCK_SIZES = (16, 32, 64, 128)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INSTALL_HINT = 'pip install -e ".[triton]"'
@@ -131,7 +133,7 @@ def triton_attention(
 
     Args:
         q: ``(B, Hq, Lq, D)``; k, v: ``(B, Hkv, Lk, D)``, any strides. ``Hq`` a multiple of ``Hkv`` (query
-            head ``h`` uses kv head ``h // (Hq // Hkv)``); D in 16/32/64/128; one dtype among float16,
+            head ``h`` uses kv head ``h // (Hq // Hkv)``); D in 16/32/64/128/256; one dtype among float16,
             bfloat16, float32 (bfloat16 is computed as float32 under the interpreter, which cannot do bf16
             arithmetic: triton#11584).
         is_causal: bottom-right like ``ac.causal_mask``: query i sees keys j <= i + Lk - Lq. A query that
