@@ -40,6 +40,7 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 PLACEHOLDER = re.compile(r"raise NotImplementedError|=\s*\.\.\.|return\s*\.\.\.|#\s*(your |在这里|你的)|^\s*\.\.\.\s*$")
 CHECK_CALL = re.compile(r"^(\w+\s*=\s*)?check_\w+\(")
 ASSERT_CHECK = re.compile(r"^assert (check_\w+)\((.*)\)\s*$")
+EXPLORER = re.compile(r"\bwidgets\.\w+\(|\w*explorer\(")  # a cell that shows an explorer: students drive it
 IMAGE_LINK = re.compile(r"((?:\.\./)+images/(?:zh/)?)([\w.-]+\.png)")
 
 
@@ -180,7 +181,7 @@ def convert(notebook: Path, assignment: str, points: dict, written: list[dict], 
             source = IMAGE_LINK.sub(lambda m: "images/" + m.group(2), source)
             new = {"cell_type": "markdown", "metadata": {"nbgrader": nbgrader_meta(f"cell_{i}", locked=True)}}
             new["source"] = source
-        elif cell["cell_type"] == "code" and "widgets." in source and "import" not in source:
+        elif cell["cell_type"] == "code" and EXPLORER.search(source) and "import" not in source:
             new = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
         else:
             new = {"cell_type": "code", "execution_count": None, "outputs": [], "source": source}
