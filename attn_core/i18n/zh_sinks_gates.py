@@ -24,10 +24,10 @@ CATALOG = [
             "row sums, head 0:": "每行之和，头 0：",
             "row sums, head 1:": "每行之和，头 1：",
             "✅ learned sinks: from scratch == attn_core == a zero-value key in torch's SDPA (float64)": (
-                "✅ 学习的汇聚点 logit：从零实现 == attn_core == torch SDPA 中一个值为零的键（float64）"
+                "✅ 可学习的汇聚点 logit：从零实现 == attn_core == torch SDPA 中一个值为零的键（float64）"
             ),
             "Weights with a learned sink: rows sum below 1 (fixed 0–1 scale)": (
-                "带学习汇聚点的权重：每行之和小于 1（固定 0–1 色标）"
+                "带可学习汇聚点的权重：每行之和小于 1（固定 0–1 色标）"
             ),
             "mean gate value:": "门控平均值：",
             "✅ output gate: from scratch == torch's SDPA == attn_core (float64)": (
@@ -39,10 +39,14 @@ CATALOG = [
                 "✅ 差分注意力：从零实现 == attn_core（float64）"
             ),
             "variant   recall acc    first-token share   max head   residual max": (
-                "变体      召回准确率    首词元份额          最大头     残差最大值"
+                "变体      回忆准确率    首词元份额          最大头     残差最大值"
             ),
-            "learned sink's share (sink variant), per layer:": "学习汇聚点分走的份额（sink 变体），逐层：",
-            "recall accuracy": "召回准确率",
+            "learned sink's share (sink variant), per layer:": "可学习汇聚点分走的份额（sink 变体），逐层：",
+            "recall accuracy (copying: ≥ 1/6)": "回忆准确率（照抄：≥ 1/6）",
+            "vanilla": "普通",
+            "sink": "汇聚点",
+            "gate": "门控",
+            "diff": "差分",
             "first-token share (mean)": "首词元份额（平均）",
             "max |residual| (last layer)": "最大 |残差|（最后一层）",
             "Four variants, 3 seeds each (dots), 500 steps": "四种变体，各 3 个随机种子（圆点），500 步",
