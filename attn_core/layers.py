@@ -7,6 +7,8 @@ layer                        ``num_kv_heads``  keys/values per token (cached)
 ``GroupedQueryAttention``    a divisor          one per group of query heads
 ``MultiQueryAttention``      ``1``             one, shared by every query head
 ===========================  ================  ===============================
+
+One piece: one grouped-query forward serves MHA, MQA and GQA; the three classes differ only in their head counts.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ spare capacity and doubles it when full: appends are amortised O(new tokens).
 With ``window=W`` the cache is a ring buffer of ``num_sinks + W`` slots instead: each new token
 overwrites the oldest one outside the first ``num_sinks`` ("attention sinks", StreamingLLM), so
 memory stays bounded however long the sequence gets, and a decode step copies nothing.
+
+One piece: the one ``KVCache`` class and its guard against sharing it between layers; every method is part of the
+same append-and-read contract.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ the same tokens in every layer): ``PagedKVCache.for_layers(num_layers, block_siz
 one :class:`BlockAllocator` (free list, reference counts, block tables); the first layer's append allocates, the
 others find the blocks in the table. ``attach(seq_id, blocks, length)`` starts a sequence on blocks that already
 hold its first tokens (a prefix-cache hit). ``attn_core.serving`` builds a serving engine on these.
+
+One piece: ``PagedKVCache`` and the ``PagedSequence`` handle it gives out share one block table and pool; splitting
+them would split one invariant.
 """
 
 from __future__ import annotations

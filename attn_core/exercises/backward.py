@@ -12,6 +12,9 @@ log-sum-exp, and NaN for a query that saw no key on either side.
 
 The references here are written out in float64 from the formulas on purpose: a grader must not
 share a bug with the code it grades.
+
+One piece: the checks of notebook 12's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ let through, a window one too wide; min-p's threshold taken as absolute, across 
 renormalised.
 
 The references are written out here on purpose: a grader must not share a bug with the code it grades.
+
+One piece: the checks of notebook 11's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

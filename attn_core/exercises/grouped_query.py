@@ -5,6 +5,9 @@ prints one verdict through :func:`attn_core.exercises.feedback`. Wrong answers a
 diagnosed by matching them against the usual mistakes (tiling with ``repeat`` instead of
 ``repeat_interleave``, dividing by the wrong number, forgetting a factor of the KV-cache
 size, repeating weight rows instead of head blocks, ...). A check never raises.
+
+One piece: the checks of notebook 04's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ rope key, up-projected keys cached instead of the latent, the scale √qk_nope_h
 ``kv_a_layernorm`` skipped, the ``kv_a_proj_with_mqa`` output split in the wrong order (rope first), the
 ``kv_b_proj`` output split in the wrong order (v first), the "rotate half" layout, positions restarting at 0
 in each decode step, and no (or top-left) causal mask. It never raises on a wrong answer.
+
+One piece: one check, ``check_mla``, with its configurations, reference replay and the MLA mistakes it recognises.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ wrong pairing layout (interleaved vs rotate-half), keys cached unrotated and rot
 with the new token's position, no RoPE / RoPE on q or k only, the rotation direction, the exponent
 of the frequencies, ``rope_base`` ignored, and the usual layer mistakes (head split and merge,
 V from ``k_proj``, scale, softmax dim, causal mask missing or aligned top-left, ``o_proj``).
+
+One piece: one check, ``check_rope_mha``, with its configurations, reference replay and the RoPE mistakes it
+recognises.
 """
 
 from __future__ import annotations

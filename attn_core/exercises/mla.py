@@ -10,6 +10,9 @@ de-interleaved order, taken from the wrong end of ``kv_a_proj_with_mqa``'s outpu
 head axis in the wrong place, rotated at positions 0..T-1 instead of the given ones or with the base ignored.
 
 The references are written out here on purpose: a grader must not share a bug with the code it grades.
+
+One piece: the checks of notebook 09's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

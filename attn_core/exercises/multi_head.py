@@ -9,6 +9,9 @@ raises on a wrong answer; it names the usual mistake when it recognises one:
 - ``check_param_count(mha_param_count)``: ``(hidden_dim, num_heads, bias=True) -> int``
 - ``check_mha_forward(mha_forward)``: ``(x, layer, context=None, mask=None) -> (B, Lq, hidden)``,
   graded against ``attn_core.MultiHeadAttention`` with the same weights.
+
+One piece: the checks of notebook 02's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

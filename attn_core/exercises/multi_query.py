@@ -7,6 +7,9 @@
 
 Each check prints a verdict through :func:`attn_core.exercises.feedback` and returns True/False;
 a wrong or unfinished answer never raises.
+
+One piece: the checks of notebook 03's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ before they were rotated, and the Meta / Llama-GGUF → Hugging Face row permuta
 
 The reference rotation here is written out in float64 on purpose: a grader must not share a bug
 with the code it grades.
+
+One piece: the checks of notebook 06's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Each ``check_…`` takes the learner's answer, prints one verdict line through
 :func:`attn_core.exercises.feedback` and returns True/False. It never raises on a wrong
 answer: an unfinished stub (``...``, ``None`` or ``raise NotImplementedError``) gets the
 "not attempted" message, and each usual mistake gets its own diagnosis.
+
+One piece: the checks of notebook 01's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ and returns True/False; it never raises on a wrong answer and names the usual mi
    has closed (``w · m <= t``), or one token late.
 
 The references are written out here on purpose: a grader must not share a bug with the code it grades.
+
+One piece: the checks of notebook 09b's exercises, each next to the reference it grades against and the mistakes it
+names.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ value, a crash in ``forward``, a cache that did not grow, dropout left on, a wro
 ``(regex, template)`` pairs (see ``attn_core.i18n``). The diagnoses of ``check_rope_mha`` and ``check_mla``
 are in ``zh_exercises_handwrite_rope`` and ``zh_exercises_handwrite_mla``. Shapes, numbers, type names and
 code stay as the grader printed them.
+
+One piece: the catalog of one grader family (notebook 16's hand-write checks), searched as one list.
 """
 
 from __future__ import annotations

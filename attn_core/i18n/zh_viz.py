@@ -3,6 +3,8 @@ impossible settings (``attn_core/viz/widgets.py``, ``tiles.py``, ``rope.py``, ``
 
 The text inside the figures is in ``zh_viz_figures``. Dropdown choices stay as in
 the code too (``causal``, ``prefix-LM``, ...): they are the values a learner would type.
+
+One piece: the catalog of the explorers' shared labels and lines, searched as one list.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ and seconds).
 A step is a transaction: if anything raises inside it (a bug, an out-of-memory error, the notebook's stop button's
 ``KeyboardInterrupt``), every cache, block table, request and counter goes back to the step's start before the
 exception propagates, so the next ``step()`` recomputes it (vLLM instead declares the engine dead).
+
+One piece: the engine's scheduler loop (admit, prefill in chunks, decode, preempt) reads and writes one shared
+state.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@
 - ``DecoderView(lm)`` keeps the last prompts' maps: moving layer, head or scale never re-runs the model;
   ``view.remember(prompt, maps)`` hands it maps already computed (``lm(ids, return_attention=True)``);
 - ``decoder_head_view(lm, prompt)`` -> an ``Explorer`` with a prompt box and layer/head/scale selectors.
+
+One piece: one explorer (notebook 11's decoder head view): its data, render function, explanation line and widget.
 """
 
 from __future__ import annotations

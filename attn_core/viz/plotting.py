@@ -19,6 +19,8 @@ notebook's code is the same in both editions. Token labels are never translated.
 Speed (an explorer redraws on every slider step): everything is drawn in ONE Axes whose data
 units are inches of the figure, each panel is an image in it, and all text is drawn as glyph
 outlines (``textpaths``). Measured with ``benchmarks/bench_sdpa_and_render.py``.
+
+One piece: ``plot_attention`` and the layout and colour helpers only it uses.
 """
 
 from __future__ import annotations

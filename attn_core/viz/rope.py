@@ -15,6 +15,8 @@ position ``n`` by ``n · θ_i``, with ``θ_i = base^(-2i/D)``. The angle between
 As in ``attn_core.viz.tiles``, the render function is pure (no pyplot), everything is drawn in one
 Axes whose data units are inches of the figure, and the text is glyph outlines (``textpaths``):
 a redraw costs ~10 ms, where two matplotlib Axes with ticks cost several times that.
+
+One piece: one explorer (notebook 06's RoPE view): its data, render function, explanation line and widget.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ scores per head; this module scores, stores and draws them:
 
 As in ``attn_core.viz.rope``, the render function is pure and draws everything in one Axes whose
 data units are inches of the figure, text as glyph outlines (``textpaths``).
+
+One piece: one explorer (notebook 12's training view): its data, render function, explanation line and widget.
 """
 
 from __future__ import annotations

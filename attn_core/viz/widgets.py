@@ -10,6 +10,9 @@ Every explorer in the series is the same machine with different controls showing
 
 The notebook factories (``temperature_explorer``, ``heads_explorer``, ``gqa_explorer``,
 ``mask_explorer``) only choose which controls appear.
+
+One piece: the ``Explorer`` base every explorer builds on, and the first explorers of notebooks 01-05 that use it
+directly.
 """
 
 from __future__ import annotations
