@@ -159,8 +159,8 @@ CATALOG = [
     # ---- notebook 12b's own printed lines and figure titles (through attn_core.i18n.localize)
     *exact(
         {
-            'triton is not installed: the Triton cells below skip. Install it with pip install -e ".[triton]".': (
-                '没有安装 triton：下面的 Triton 单元格会跳过。安装方法：pip install -e ".[triton]"。'
+            'triton is not installed: this cell skips (pip install -e ".[triton]" installs it).': (
+                '没有安装 triton：本单元格跳过（用 pip install -e ".[triton]" 安装）。'
             ),
             "weights rebuilt from the kernel's lse": "由内核的 lse 重建的注意力权重",
             "square, no mask": "方阵，无掩码",
