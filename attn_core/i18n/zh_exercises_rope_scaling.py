@@ -52,15 +52,15 @@ CATALOG = [
             RAMP_OVER_FEATURES: "过渡函数是在特征下标 2i（torch.arange(0, D, 2)）上求的，而不是在对的下标 i 上："
             "YaRN 的修正区间 [low, high] 数的是对（它对 i 解 rotations(i) = beta），所以过渡函数要在 "
             "torch.arange(D // 2) 上求。",
-            RAMP_SWAPPED: "过渡函数的两端反了：快的对（在原上下文里转很多圈，i 小）必须保持频率，"
-            "慢的对（转不到 beta_slow 圈）必须除以 factor，而不是反过来。",
+            RAMP_SWAPPED: "过渡函数的两端反了：高频维度对（在原上下文里转很多圈，i 小）必须保持频率，"
+            "低频维度对（转不到 beta_slow 圈）必须除以 factor，而不是反过来。",
             RAMP_NOT_CLAMPED: "过渡函数没有截断：(i - low) / (high - low) 在带外会小于 0、大于 1；请把它限制在 [0, 1]"
-            "（torch.clamp），否则快的对会变快，慢的对会被拉伸得比 factor 还多。",
+            "（torch.clamp），否则高频维度对会变快，低频维度对会被拉伸得比 factor 还多。",
             NOT_TRUNCATED: "修正区间没有取整：truncate=True（默认值，也是 DeepSeek 和 Qwen 的配置）时 low 向下取整"
             "（math.floor）、high 向上取整（math.ceil）；只有 gpt-oss 发布的是 truncate=False。",
-            ALL_INTERPOLATED: "每一对都除以了 factor：这是位置插值。YaRN 让快的对（在原上下文里转超过 beta_fast 圈）"
-            "保持不变，只除慢的对。",
-            NOT_SCALED: "你的频率就是普通 RoPE 的 base^(-2i/D)：YaRN 要把慢的对除以 factor。",
+            ALL_INTERPOLATED: "每一对都除以了 factor：这是位置插值。YaRN 让高频维度对"
+            "（在原上下文里转超过 beta_fast 圈）保持不变，只除低频维度对。",
+            NOT_SCALED: "你的频率就是普通 RoPE 的 base^(-2i/D)：YaRN 要把低频维度对除以 factor。",
         }
     ),
     (
