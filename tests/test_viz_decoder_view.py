@@ -426,3 +426,22 @@ def test_smoke_real_gemma3():
     assert "layer 5 is GLOBAL (every earlier token, RoPE base 1e6)" in view.explain(prompt, 5)
     figure = view.render(prompt, 0, 2, "log")
     assert figure.get_suptitle() == "layer 0 (local, window 512) · head 2"
+
+
+def test_explorer_dropdown_labels_follow_the_language(tiny_lm):
+    # ipywidgets shows an option's label, so the Chinese edition needs Chinese labels; the values stay the same.
+    pytest.importorskip("ipywidgets")
+    ac.set_language("zh")
+    try:
+        explorer = dv.decoder_head_view(tiny_lm, "the cat sat on the mat today")
+    finally:
+        ac.set_language("en")
+    assert explorer.controls["head"].options[0] == ("全部头", "all")
+    assert explorer.controls["scale"].options == (
+        ("固定 0–1", "fixed"),
+        ("对数 1e-4–1", "log"),
+        ("去掉 <bos>", "without_bos"),
+    )
+    english = dv.decoder_head_view(tiny_lm, "the cat sat on the mat today")
+    assert [value for _, value in english.controls["scale"].options] == ["fixed", "log", "without_bos"]
+    assert english.controls["head"].options[0] == ("all heads", "all")

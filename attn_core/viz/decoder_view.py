@@ -400,6 +400,9 @@ class DecoderHeadExplorer(TextBoxExplorer):
         return self.view.render(*where, **display), self.view.explain(*where)
 
 
+SCALE_OPTIONS = (("fixed 0–1", "fixed"), ("log 1e-4–1", "log"), ("without <bos>", "without_bos"))
+
+
 def decoder_head_view(
     lm,
     prompt: str = "The capital of France is Paris, and the capital of Germany is",
@@ -418,13 +421,13 @@ def decoder_head_view(
         "layer": w.IntSlider(description="layer", value=layer, min=0, max=view.num_layers - 1, style=_STYLE),
         "head": w.Dropdown(
             description="head",
-            options=[("all heads", "all"), *((str(h), h) for h in range(view.num_heads))],
+            options=[(localize("all heads"), "all"), *((str(h), h) for h in range(view.num_heads))],  # label, value
             value=head,
             style=_STYLE,
         ),
         "scale": w.Dropdown(
             description="scale",
-            options=[("fixed 0–1", "fixed"), ("log 1e-4–1", "log"), ("without <bos>", "without_bos")],
+            options=[(localize(label), value) for label, value in SCALE_OPTIONS],  # labels in the set language
             value=scale,
             style=_STYLE,
         ),
