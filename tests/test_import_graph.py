@@ -300,3 +300,31 @@ def test_long_modules_say_why_they_are_one_piece():
         f"modules over {MAX_LINES} lines with no 'One piece:' line in their docstring (split them by concept, "
         "or say why they are one piece; see CONTRIBUTING.md):\n" + "\n".join(long_ones)
     )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # notebook 14 and 16's import lines, and the model loader's two paths: the splits must keep them working
+        "from attn_core.exercises.bug_hunt import BUGS, check_all, check_bug",
+        "from attn_core.exercises.bug_hunt import BUGS, Bug, HeadsBase, bug_report, check_all, check_bug, show_bug",
+        "from attn_core.exercises.handwrite import check_causal_mask, check_gqa, check_mha, check_mla, check_rope_mha, "
+        "check_sdpa",
+        "from attn_core.exercises.handwrite_norms import check_rms_norm, check_safe_softmax",
+        "from attn_core.models.gemma3 import Gemma3, Gemma3Config, load_gemma3, cache_dir, PACKAGE, SHA256",
+        "from attn_core.viz.tiles import TILE_DEFAULTS, render_tiles, explain_tiles, tiles_explorer, tile_schedule",
+    ],
+)
+def test_learner_import_lines_keep_working(line):
+    exec(line, {})
+
+
+def test_split_modules_serve_the_same_objects():
+    from attn_core.exercises import bug_hunt, handwrite, handwrite_mla, handwrite_rope
+    from attn_core.models import gemma3, gemma3_config
+
+    assert ac.load_gemma3 is gemma3.load_gemma3
+    assert gemma3.Gemma3Config is gemma3_config.Gemma3Config and gemma3.SHA256 == gemma3_config.SHA256
+    assert handwrite.check_mla is handwrite_mla.check_mla and handwrite.check_rope_mha is handwrite_rope.check_rope_mha
+    assert len(bug_hunt.BUGS) == 18 and all(bug.id == key for key, bug in bug_hunt.BUGS.items())
+    assert bug_hunt.BUGS["scale_by_model_dim"].buggy is bug_hunt.ScaleAttention  # the planted code, still importable
