@@ -226,6 +226,11 @@ def _import_error(name: str) -> BaseException | None:
 def test_old_module_paths_import_with_a_warning_naming_the_new_path(old):
     new = _moved.MOVED[old]
     error = _import_error(new[0])
+    parent = old.rpartition(".")[0]
+    if parent in _moved.MOVED:  # an old package (attn_core.kernels): imported first, its own warning is its own test
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            importlib.import_module(parent)
     _forget(old)
     with pytest.warns(DeprecationWarning, match=re.escape(f"{old} moved to {new[0]}")):
         if error is not None:  # where the new path cannot import (no triton here), the old one fails the same way
