@@ -21,6 +21,7 @@ from __future__ import annotations
 import numbers
 import time
 
+import numpy as np
 import torch
 
 from attn_core.models.generation import check_sampling, sample_next
@@ -215,7 +216,7 @@ class ServingEngine:
     def _check_stop_tokens(self, stop_token_ids) -> frozenset[int]:
         if stop_token_ids is None:
             return frozenset()
-        if isinstance(stop_token_ids, torch.Tensor):
+        if isinstance(stop_token_ids, torch.Tensor | np.ndarray):
             stop_token_ids = stop_token_ids.tolist()
         if isinstance(stop_token_ids, numbers.Integral) and not isinstance(stop_token_ids, bool):
             stop_token_ids = [stop_token_ids]
@@ -241,6 +242,13 @@ class ServingEngine:
                     f"{tuple(prompt_ids.shape)} and dtype {prompt_ids.dtype}; for a batch, add one request per row."
                 )
             prompt = prompt_ids.tolist()
+        elif isinstance(prompt_ids, np.ndarray):
+            if prompt_ids.ndim != 1 or prompt_ids.dtype.kind not in "iu":
+                raise ValueError(
+                    f"prompt_ids must be a 1-D integer array or a list of ints, got an array of shape "
+                    f"{prompt_ids.shape} and dtype {prompt_ids.dtype}; for a batch, add one request per row."
+                )
+            prompt = [int(t) for t in prompt_ids]
         elif isinstance(prompt_ids, list | tuple):
             prompt = list(prompt_ids)
             if any(isinstance(t, bool) or not isinstance(t, numbers.Integral) for t in prompt):

@@ -19,7 +19,7 @@ import torch
 from attn_core.caches.paged_cache import PagedKVCache, PagedSequence
 from attn_core.serving.block_manager import NO_BLOCK, BlockManager
 
-__all__ = ["KVGroup", "WindowPagedKVCache"]
+__all__ = ["KVGroup", "WindowPagedKVCache", "kv_cache_bytes"]
 
 
 class WindowPagedKVCache(PagedKVCache):
@@ -120,3 +120,21 @@ class KVGroup:
         self.blocks.free_table(rid)
         for cache in self.caches:
             cache._lengths.pop(rid, None)
+
+
+def kv_cache_bytes(
+    config, num_tokens: int, *, block_size: int = 16, bytes_per_element: int = 2, keep_window: bool = True
+) -> int:
+    """Bytes of keys and values one sequence of ``num_tokens`` cached tokens holds in the engine's pools, in whole
+    blocks, for a model ``config`` (a ``Gemma3Config``: ``num_layers``, ``num_kv_heads``, ``head_dim``,
+    ``sliding_window``, ``is_global``). ``keep_window`` (the engine, vLLM's hybrid manager): a local layer holds
+    the blocks its next query can read; False: every layer holds every token (one block table for all layers)."""
+    per_token_layer = 2 * config.num_kv_heads * config.head_dim * bytes_per_element  # K and V
+    every = -(-num_tokens // block_size)  # blocks holding all the tokens
+    total = 0
+    for layer in range(config.num_layers):
+        blocks = every
+        if keep_window and not config.is_global(layer):
+            blocks -= max(0, num_tokens - config.sliding_window + 1) // block_size  # the ones behind the window
+        total += blocks * block_size * per_token_layer
+    return total
