@@ -151,3 +151,27 @@ def test_gated_deltanet_refuses_integer_or_mismatched_x_by_name():
         layer(torch.ones(1, 3, 16, dtype=torch.long))
     with pytest.raises(TypeError, match=r"x is torch.float64 but this layer's weights are torch.float32"):
         layer(torch.ones(1, 3, 16, dtype=torch.float64))
+
+
+def test_gated_deltanet_cache_is_unchanged_by_a_failed_call(monkeypatch):
+    """The conv state used to be stored before the rule ran: an error (or an interrupt) in between left the cache one
+    call ahead in its conv and behind in its state. Now both are stored together, after the computation."""
+    torch.manual_seed(0)
+    layer = ac.GatedDeltaNet(16, num_k_heads=2, num_v_heads=2, head_k_dim=4, head_v_dim=4).double()
+    x = torch.randn(1, 7, 16, dtype=torch.float64)  # (B, L, hidden)
+    expected = layer(x)  # (B, L, hidden): one pass
+    cache = ac.LinearAttentionCache()
+    first = layer(x[:, :3], cache=cache)
+    before = (cache.conv_state.clone(), cache.recurrent_state.clone(), len(cache))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(layer, "state_update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        layer(x[:, 3:], cache=cache)
+    monkeypatch.undo()
+    assert torch.equal(cache.conv_state, before[0]) and torch.equal(cache.recurrent_state, before[1])
+    assert len(cache) == before[2]
+    rest = layer(x[:, 3:], cache=cache)  # the call repeated after the failure continues the sequence exactly
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), expected, **F64_TOL)

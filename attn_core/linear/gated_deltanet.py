@@ -136,7 +136,8 @@ class GatedDeltaNet(nn.Module):
             )
 
     def _conv(self, mixed, cache):
-        """Causal depthwise conv of mixed (B, C, L), left context = zeros or the cached last K−1 inputs."""
+        """Causal depthwise conv of mixed (B, C, L), left context = zeros or the cached last K−1 inputs.
+        Returns ``(out (B, C, L), the last K−1 inputs (B, C, K-1))``; the caller stores the latter in the cache."""
         batch, channels, _ = mixed.shape
         left = self.conv_kernel_size - 1
         if cache is None or cache.conv_state is None:
@@ -144,11 +145,10 @@ class GatedDeltaNet(nn.Module):
         else:
             past = cache.conv_state  # (B, C, K-1)
         padded = torch.cat([past, mixed], dim=-1)  # (B, C, K-1+L)
-        if cache is not None:
-            cache.conv_state = padded[:, :, padded.shape[-1] - left :].clone()  # (B, C, K-1) for the next call
+        conv_state = padded[:, :, padded.shape[-1] - left :].clone()  # (B, C, K-1) for the next call
         if mixed.shape[-1] == 0:  # no tokens: nothing to convolve (conv1d refuses an input shorter than K)
-            return mixed  # (B, C, 0)
-        return F.silu(F.conv1d(padded, self.conv1d.weight, groups=channels))  # (B, C, L)
+            return mixed, conv_state  # (B, C, 0)
+        return F.silu(F.conv1d(padded, self.conv1d.weight, groups=channels)), conv_state  # (B, C, L), (B, C, K-1)
 
     def state_update(self, q, k, v, g, beta, state):
         """The token mixer proper; everything around it (projections, conv, norms) is shared by its variants.
@@ -159,7 +159,8 @@ class GatedDeltaNet(nn.Module):
     def forward(self, x, *, cache=None):
         self._check(x, cache)
         batch, length, _ = x.shape
-        mixed = self._conv(self.in_proj_qkv(x).transpose(1, 2), cache).transpose(1, 2)  # (B, L, C)
+        mixed, conv_state = self._conv(self.in_proj_qkv(x).transpose(1, 2), cache)  # (B, C, L), (B, C, K-1)
+        mixed = mixed.transpose(1, 2)  # (B, L, C)
         q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
         q = q.reshape(batch, length, self.num_k_heads, self.head_k_dim).transpose(1, 2)  # (B, Hk, L, Dk)
         k = k.reshape(batch, length, self.num_k_heads, self.head_k_dim).transpose(1, 2)  # (B, Hk, L, Dk)
@@ -172,8 +173,8 @@ class GatedDeltaNet(nn.Module):
         g = g.transpose(1, 2)  # (B, Hv, L)
         state = None if cache is None else cache.recurrent_state  # (B, Hv, Dk, Dv) or None
         out, state = self.state_update(q, k, v, g, beta, state)  # (B, Hv, L, Dv), (B, Hv, Dk, Dv)
-        if cache is not None:
-            cache.recurrent_state = state
+        if cache is not None:  # only now, all three together: an error above (or an interrupt) leaves it as it was
+            cache.conv_state, cache.recurrent_state = conv_state, state
             cache._length += length
         out = out.transpose(1, 2)  # (B, L, Hv, Dv)
         gate = self.in_proj_z(x).reshape(batch, length, self.num_v_heads, self.head_v_dim)  # (B, L, Hv, Dv)
