@@ -25,6 +25,11 @@ class Bug:
     hint: str
 
 
+def catalogue(*bugs: Bug) -> dict[str, Bug]:
+    """``{bug.id: bug}`` in the order given."""
+    return {bug.id: bug for bug in bugs}
+
+
 def _randn(*shape: int, generator: torch.Generator) -> torch.Tensor:
     return torch.randn(shape, generator=generator, dtype=DTYPE)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_core.exercises.bug_hunt.common import Bug
+from attn_core.exercises.bug_hunt.common import Bug, catalogue
 from attn_core.exercises.bug_hunt.probes_layers import _mla_layer_probe
 from attn_core.masks import causal_mask
 from attn_core.positions.rope import apply_rope
@@ -159,62 +159,59 @@ class MlaCacheUpProjectedFixed(MlaBase):
         return self.merge(weights @ v), weights
 
 
-MLA_BUGS: dict[str, Bug] = {
-    bug.id: bug
-    for bug in (
-        Bug(
-            "mla_rope_absorbed",
-            "MLA: RoPE pushed through the absorbed W_UK",
-            "An absorbed MLA decode written as if RoPE commuted with the up-projection: after folding W_UK into the "
-            "query, `q_lat = apply_rope(q_lat, positions)` and `latent = apply_rope(latent, positions)` rotate the "
-            "LATENT-space query and the cached latent. But the rotation of key n sits between W_UK and c_n "
-            "(q·R_n W_UK c_n) and depends on n, so no fixed matrix can be folded into the query: this is exactly "
-            "why DeepSeek-V2 (arXiv 2405.04434, section 2.1.3) keeps RoPE out of the latent and adds a small "
-            "decoupled rope key shared by all heads. The rotated latent is a different model; nothing crashes.",
-            "MlaRopeAbsorbed(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
-            "v_head_dim, rope_base=10000.0); forward(x, cache=None) -> (out, weights); causal; cache None or an "
-            "ac.KVCache holding the latent (B, 1, T, kv_lora_rank) and the rotated shared key "
-            "(B, 1, T, qk_rope_head_dim)",
-            MlaRopeAbsorbed,
-            MlaRopeAbsorbedFixed,
-            _mla_layer_probe,
-            "Where does position enter MLA's score? Only through q_rope · k_rope; the latent path q_nope W_UK · c "
-            "must stay position-free for the absorption to be exact.",
-        ),
-        Bug(
-            "mla_absorb_wuv_transpose",
-            "MLA: W_UV folded with the wrong transpose",
-            "Absorbing W_UV means applying it once to the weighted sum of latents: out_h = (Σ_t w_t c_t) W_UV_hᵀ. "
-            "kv_b_proj's weight holds W_UV as (H, v, r), nn.Linear's (out, in) order, and the line "
-            "`w_uv = w_uv.reshape(self.num_heads, self.rank, self.v_dim)` turns it into the (H, r, v) shape the "
-            "matmul needs without transposing it: the shapes fit, the numbers are scrambled. The attention "
-            "weights are still exactly right, so only a reference test of the output catches it.",
-            "MlaAbsorbedValue(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
-            "v_head_dim, rope_base=10000.0); forward(x, cache=None) -> (out, weights); causal; cache None or an "
-            "ac.KVCache holding the latent (B, 1, T, kv_lora_rank) and the rotated shared key "
-            "(B, 1, T, qk_rope_head_dim)",
-            MlaAbsorbedValue,
-            MlaAbsorbedValueFixed,
-            _mla_layer_probe,
-            "The weights match and the output does not, so look after the softmax. reshape keeps the memory order; "
-            "which call swaps two axes?",
-        ),
-        Bug(
-            "mla_cache_up_projected",
-            "MLA: the up-projected keys cached instead of the latent",
-            "`k, v = cache.update(k, v)` after kv_b_proj: the layer caches per-head keys (nope + rope) and values, "
-            "H·(nope + rope + v) numbers per token, instead of the latent and the shared rope key, "
-            "kv_lora_rank + rope numbers. Every output is right, which is why it survives review; only the memory "
-            "is wrong: for DeepSeek-V3 (128 heads) that is 128·(128 + 64 + 128) = 40,960 numbers per token per "
-            "layer instead of 576, 71 times the cache MLA was designed to avoid.",
-            "MlaCacheUpProjected(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
-            "v_head_dim, rope_base=10000.0); forward(x, cache=None) -> (out, weights); causal; cache None or an "
-            "ac.KVCache holding the latent (B, 1, T, kv_lora_rank) and the rotated shared key "
-            "(B, 1, T, qk_rope_head_dim)",
-            MlaCacheUpProjected,
-            MlaCacheUpProjectedFixed,
-            _mla_layer_probe,
-            "The numbers are right; look at the shapes in the cache. What does MLA promise to keep per token?",
-        ),
-    )
-}
+MLA_BUGS = catalogue(
+    Bug(
+        "mla_rope_absorbed",
+        "MLA: RoPE pushed through the absorbed W_UK",
+        "An absorbed MLA decode written as if RoPE commuted with the up-projection: after folding W_UK into the "
+        "query, `q_lat = apply_rope(q_lat, positions)` and `latent = apply_rope(latent, positions)` rotate the "
+        "LATENT-space query and the cached latent. But the rotation of key n sits between W_UK and c_n "
+        "(q·R_n W_UK c_n) and depends on n, so no fixed matrix can be folded into the query: this is exactly "
+        "why DeepSeek-V2 (arXiv 2405.04434, section 2.1.3) keeps RoPE out of the latent and adds a small "
+        "decoupled rope key shared by all heads. The rotated latent is a different model; nothing crashes.",
+        "MlaRopeAbsorbed(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
+        "v_head_dim, rope_base=10000.0); forward(x, cache=None) -> (out, weights); causal; cache None or an "
+        "ac.KVCache holding the latent (B, 1, T, kv_lora_rank) and the rotated shared key "
+        "(B, 1, T, qk_rope_head_dim)",
+        MlaRopeAbsorbed,
+        MlaRopeAbsorbedFixed,
+        _mla_layer_probe,
+        "Where does position enter MLA's score? Only through q_rope · k_rope; the latent path q_nope W_UK · c "
+        "must stay position-free for the absorption to be exact.",
+    ),
+    Bug(
+        "mla_absorb_wuv_transpose",
+        "MLA: W_UV folded with the wrong transpose",
+        "Absorbing W_UV means applying it once to the weighted sum of latents: out_h = (Σ_t w_t c_t) W_UV_hᵀ. "
+        "kv_b_proj's weight holds W_UV as (H, v, r), nn.Linear's (out, in) order, and the line "
+        "`w_uv = w_uv.reshape(self.num_heads, self.rank, self.v_dim)` turns it into the (H, r, v) shape the "
+        "matmul needs without transposing it: the shapes fit, the numbers are scrambled. The attention "
+        "weights are still exactly right, so only a reference test of the output catches it.",
+        "MlaAbsorbedValue(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
+        "v_head_dim, rope_base=10000.0); forward(x, cache=None) -> (out, weights); causal; cache None or an "
+        "ac.KVCache holding the latent (B, 1, T, kv_lora_rank) and the rotated shared key "
+        "(B, 1, T, qk_rope_head_dim)",
+        MlaAbsorbedValue,
+        MlaAbsorbedValueFixed,
+        _mla_layer_probe,
+        "The weights match and the output does not, so look after the softmax. reshape keeps the memory order; "
+        "which call swaps two axes?",
+    ),
+    Bug(
+        "mla_cache_up_projected",
+        "MLA: the up-projected keys cached instead of the latent",
+        "`k, v = cache.update(k, v)` after kv_b_proj: the layer caches per-head keys (nope + rope) and values, "
+        "H·(nope + rope + v) numbers per token, instead of the latent and the shared rope key, "
+        "kv_lora_rank + rope numbers. Every output is right, which is why it survives review; only the memory "
+        "is wrong: for DeepSeek-V3 (128 heads) that is 128·(128 + 64 + 128) = 40,960 numbers per token per "
+        "layer instead of 576, 71 times the cache MLA was designed to avoid.",
+        "MlaCacheUpProjected(hidden_dim, num_heads, *, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
+        "v_head_dim, rope_base=10000.0); forward(x, cache=None) -> (out, weights); causal; cache None or an "
+        "ac.KVCache holding the latent (B, 1, T, kv_lora_rank) and the rotated shared key "
+        "(B, 1, T, qk_rope_head_dim)",
+        MlaCacheUpProjected,
+        MlaCacheUpProjectedFixed,
+        _mla_layer_probe,
+        "The numbers are right; look at the shapes in the cache. What does MLA promise to keep per token?",
+    ),
+)

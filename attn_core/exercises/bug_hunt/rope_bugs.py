@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from attn_core.exercises.bug_hunt.common import Bug
+from attn_core.exercises.bug_hunt.common import Bug, catalogue
 from attn_core.exercises.bug_hunt.layer_bugs import HeadsBase
 from attn_core.exercises.bug_hunt.probes_layers import _rope_layer_probe, _rotary_probe
 from attn_core.masks import causal_mask
@@ -121,59 +121,56 @@ def rotary_fixed(x, positions, base=10000.0):
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)  # (..., L, d)
 
 
-ROPE_BUGS: dict[str, Bug] = {
-    bug.id: bug
-    for bug in (
-        Bug(
-            "rope_positions_restart",
-            "RoPE positions restart at 0 in every decode step",
-            "`positions = torch.arange(L)` where L is the number of NEW tokens: right in the prefill, but in a "
-            "decode step L = 1, so every generated token is rotated as if it stood at position 0 while its "
-            "cached neighbours keep their real positions. Nothing crashes; the prefill is right and generation "
-            "drifts. Hugging Face's RoFormer had exactly this: its rotary positions came from the length of "
-            "the current hidden states, always 1 in generate(), ignoring the cached tokens "
-            "(huggingface/transformers pull request #22416).",
-            "RopeDecodeAttention(hidden_dim, num_heads, rope_base=10000.0); forward(x, cache=None) -> (out, "
-            "weights); causal; cache None or an ac.KVCache with the earlier tokens' rotated keys and values",
-            RopeDecodeAttention,
-            RopeDecodeAttentionFixed,
-            _rope_layer_probe,
-            "In a decode step, how many tokens are already in the cache, and what is the position of the new one? "
-            "len(cache) before cache.update is the offset.",
-        ),
-        Bug(
-            "rope_on_values",
-            "RoPE applied to the values",
-            "`q, k, v = (apply_rope(t, positions) for t in (q, k, v))`: one line too generous. RoPE (Su et al. "
-            "2021, RoFormer, arXiv 2104.09864) rotates queries and keys so that the SCORES depend on the "
-            "distance m - n; the values carry content and are not rotated (the paper keeps the value term free "
-            "of position, section 3.2; mistralai/mistral-inference issue #147 asks why and is answered from it). "
-            "Rotated values make each token's contribution depend on its absolute position; the attention "
-            "weights stay right, so only a reference test of the output catches it.",
-            "RopeValueAttention(hidden_dim, num_heads, rope_base=10000.0); forward(x, cache=None) -> (out, "
-            "weights); causal; cache None or an ac.KVCache",
-            RopeValueAttention,
-            RopeValueAttentionFixed,
-            _rope_layer_probe,
-            "The weights match, the output does not. Which of q, k, v enter the scores q·k, the only place the "
-            "position is supposed to act?",
-        ),
-        Bug(
-            "rope_layout",
-            "RoPE pairs in the wrong layout",
-            "Two layouts of RoPE are in use: pairs (2i, 2i+1), as in the RoFormer paper and Meta's original "
-            "Llama code (and the GGUF files llama.cpp converts from Llama checkpoints), and pairs (i, i + d/2), "
-            "the 'rotate half' of Hugging Face's Llama, whose "
-            "conversion script permutes the q/k projection rows to match. Code written from the paper "
-            "(`x[..., 0::2], x[..., 1::2]`) on weights in Hugging Face order runs without an error and computes "
-            "garbage scores. huggingface/transformers issue #25199 asks why the two differ; "
-            "Dao-AILab/flash-attention issue #288 answers which weights need which layout.",
-            "rotary(x, positions, base=10000.0) -> x rotated, shape (..., L, d); positions (L,); "
-            "rotate-half layout, as ac.apply_rope(x, positions, base=base)",
-            rotary,
-            rotary_fixed,
-            _rotary_probe,
-            "Which feature does feature 0 turn with? In the rotate-half layout it is feature d/2, not feature 1.",
-        ),
-    )
-}
+ROPE_BUGS = catalogue(
+    Bug(
+        "rope_positions_restart",
+        "RoPE positions restart at 0 in every decode step",
+        "`positions = torch.arange(L)` where L is the number of NEW tokens: right in the prefill, but in a "
+        "decode step L = 1, so every generated token is rotated as if it stood at position 0 while its "
+        "cached neighbours keep their real positions. Nothing crashes; the prefill is right and generation "
+        "drifts. Hugging Face's RoFormer had exactly this: its rotary positions came from the length of "
+        "the current hidden states, always 1 in generate(), ignoring the cached tokens "
+        "(huggingface/transformers pull request #22416).",
+        "RopeDecodeAttention(hidden_dim, num_heads, rope_base=10000.0); forward(x, cache=None) -> (out, "
+        "weights); causal; cache None or an ac.KVCache with the earlier tokens' rotated keys and values",
+        RopeDecodeAttention,
+        RopeDecodeAttentionFixed,
+        _rope_layer_probe,
+        "In a decode step, how many tokens are already in the cache, and what is the position of the new one? "
+        "len(cache) before cache.update is the offset.",
+    ),
+    Bug(
+        "rope_on_values",
+        "RoPE applied to the values",
+        "`q, k, v = (apply_rope(t, positions) for t in (q, k, v))`: one line too generous. RoPE (Su et al. "
+        "2021, RoFormer, arXiv 2104.09864) rotates queries and keys so that the SCORES depend on the "
+        "distance m - n; the values carry content and are not rotated (the paper keeps the value term free "
+        "of position, section 3.2; mistralai/mistral-inference issue #147 asks why and is answered from it). "
+        "Rotated values make each token's contribution depend on its absolute position; the attention "
+        "weights stay right, so only a reference test of the output catches it.",
+        "RopeValueAttention(hidden_dim, num_heads, rope_base=10000.0); forward(x, cache=None) -> (out, "
+        "weights); causal; cache None or an ac.KVCache",
+        RopeValueAttention,
+        RopeValueAttentionFixed,
+        _rope_layer_probe,
+        "The weights match, the output does not. Which of q, k, v enter the scores q·k, the only place the "
+        "position is supposed to act?",
+    ),
+    Bug(
+        "rope_layout",
+        "RoPE pairs in the wrong layout",
+        "Two layouts of RoPE are in use: pairs (2i, 2i+1), as in the RoFormer paper and Meta's original "
+        "Llama code (and the GGUF files llama.cpp converts from Llama checkpoints), and pairs (i, i + d/2), "
+        "the 'rotate half' of Hugging Face's Llama, whose "
+        "conversion script permutes the q/k projection rows to match. Code written from the paper "
+        "(`x[..., 0::2], x[..., 1::2]`) on weights in Hugging Face order runs without an error and computes "
+        "garbage scores. huggingface/transformers issue #25199 asks why the two differ; "
+        "Dao-AILab/flash-attention issue #288 answers which weights need which layout.",
+        "rotary(x, positions, base=10000.0) -> x rotated, shape (..., L, d); positions (L,); "
+        "rotate-half layout, as ac.apply_rope(x, positions, base=base)",
+        rotary,
+        rotary_fixed,
+        _rotary_probe,
+        "Which feature does feature 0 turn with? In the rotate-half layout it is feature d/2, not feature 1.",
+    ),
+)
