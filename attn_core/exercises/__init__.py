@@ -4,8 +4,7 @@ Each notebook's checks live in the module named after its topic (``sdpa``,
 ``multi_head``, ``multi_query``, ``grouped_query``, ``masks_dropout``, ``rope``, ``mla``, ...); the drills in
 ``bug_hunt/`` (notebook 14, one module per family of bugs) and ``handwrite`` (notebook 16, gathering
 ``handwrite_sdpa``, ``handwrite_causal_mask``, ``handwrite_layers``, ``handwrite_rope``, ``handwrite_mla``).
-A check never
-raises on a wrong answer: it prints what is wrong (shape mismatch, numeric mismatch,
+A check never raises on a wrong answer: it prints what is wrong (shape mismatch, numeric mismatch,
 mask convention, ...) and returns ``False``, so a notebook with an unfinished exercise
 still runs top to bottom. It prints a tick and returns ``True`` when the answer is right.
 
