@@ -276,7 +276,12 @@ class Explorer:
         self.controls = controls
         self.fixed = dict(fixed or {})
         self.save_dir = Path(save_dir)
-        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+        # Shown at its own pixel width, never stretched: in the explorer's flex column a child is stretched to the
+        # column's width unless it aligns to the start, which made "size" shrink the text instead of growing the
+        # figure (and blew small figures up, soft). max_width caps it at the output width, no horizontal scroll.
+        self.image = widgets.Image(
+            format="png", layout=widgets.Layout(max_width="100%", height="auto", align_self="flex-start")
+        )
         self.explanation = widgets.HTML(layout=widgets.Layout(max_width="900px"))
         self.status = widgets.HTML()
         save_png = widgets.Button(description="Save PNG", icon="download", tooltip="write the figure to saved_figures/")

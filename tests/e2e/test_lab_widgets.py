@@ -531,3 +531,41 @@ def test_explorer_fits_narrow_and_wide_windows(page, lab, screenshot_dir, reques
         assert not overflowing, f"in a {viewport} window the explorer does not fit its output area: {overflowing}"
         image = box.locator("img").first.bounding_box()
         assert image["width"] >= 150, f"in a {viewport} window the explorer's figure shrank to {image['width']:.0f} px"
+
+
+# Runs in the page: the explorer's figure as shown (CSS px), its own pixel width, and the output area's width.
+SHOWN_JS = """box => {
+  const img = box.querySelector('img'), column = img.parentElement, style = getComputedStyle(column);
+  const room = column.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return {shown: img.getBoundingClientRect().width, natural: img.naturalWidth / window.devicePixelRatio, area: room};
+}"""
+
+
+@pytest.mark.parametrize("page", ["wide"], indirect=True)
+def test_size_slider_enlarges_the_figure(page, lab, screenshot_dir):
+    """``size`` makes the figure larger on screen (text keeps its size) until it fills the output area, and a
+    small figure is shown at its own size, never stretched to the output width (it was: a flex column stretches
+    its children, so every figure was as wide as the output and a larger size meant smaller letters)."""
+    notebook = write_notebook(
+        lab.notebooks / "e2e_size.ipynb", "from attn_core.viz import widgets\nwidgets.temperature_explorer(panel_size=1.5)"
+    )
+    with screenshot_on_failure(page, screenshot_dir, "size-slider"):
+        open_notebook(page, lab, notebook)
+        run_all(page)
+        assert_no_errors(page)
+        box = explorer(page, "temperature")
+        box.evaluate(WATCH_JS)
+        widths = []
+        for _ in range(6):
+            size = box.evaluate(SHOWN_JS)
+            assert size["shown"] <= size["natural"] + 1, f"the figure is stretched beyond its own size: {size}"
+            assert abs(size["shown"] - min(size["natural"], size["area"])) <= 2, size
+            widths.append(size["shown"])
+            since = browser_now(page)
+            for _ in range(5):  # size +0.5
+                change_slider(page, box, "size")
+            wait_image_settled(page, box, since)
+        area = box.evaluate(SHOWN_JS)["area"]
+        growing = [b > a for a, b in zip(widths, widths[1:], strict=False) if a < area - 2]
+        assert all(growing), f"a larger size must show a larger figure until it fills the {area:.0f} px: {widths}"
+        assert widths[-1] > 1.5 * widths[0], f"size 1.5 -> 4.0 should show the figure much larger: {widths}"
