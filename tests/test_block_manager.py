@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attn_core as ac
-from attn_core.caches.paged_cache import BlockAllocator
+from attn_core.caches.paged_cache import BlockAllocator, OutOfBlocksError
 from attn_core.serving import BlockManager, chain_block_hashes
 
 
@@ -119,3 +119,42 @@ def test_attach_errors_change_nothing(blocks, length, match):
 def test_allocator_must_match_the_pool():
     with pytest.raises(ValueError, match="BlockAllocator of num_blocks=4"):
         ac.PagedKVCache(2, 4, allocator=BlockAllocator(5))
+
+
+@pytest.mark.parametrize("block", [-1, 4, True, 1.0, None])
+def test_block_manager_refuses_blocks_outside_the_pool(block):
+    manager = BlockManager(4, 2)
+    manager.allocate()
+    for action in (manager.release, manager.retain):
+        with pytest.raises(ValueError, match=r"block ids are ints in \[0, 4\)"):
+            action(block)
+    assert manager.ref_counts == [1, 0, 0, 0] and manager.num_free_blocks == 3
+
+
+def test_block_manager_refuses_a_double_release():
+    manager = BlockManager(3, 2)
+    hold(manager, "a", [1, 2, 3])  # block 0 cached (full), block 1 not
+    for block in (0, 1):
+        manager.release(block)
+        with pytest.raises(ValueError, match="double release"):
+            manager.release(block)
+    assert manager.ref_counts == [0, 0, 0] and sorted(manager.free) == [1, 2] and list(manager.evictable) == [0]
+    assert sorted(manager.allocate() for _ in range(3)) == [0, 1, 2]  # each block handed out once
+
+
+def test_an_empty_pool_raises_out_of_blocks():
+    manager = BlockManager(2, 2)
+    manager.allocate()
+    manager.allocate()
+    with pytest.raises(OutOfBlocksError, match="all 2 blocks are held"):
+        manager.allocate()
+
+
+def test_a_table_is_released_tail_first():
+    manager = BlockManager(4, 1)
+    table = hold(manager, "a", [5, 6, 7])
+    manager.free_table("a")
+    assert list(manager.evictable) == table[::-1] and "a" not in manager.tables  # the head is evicted last
+    manager.allocate()  # the never-used block
+    manager.allocate()  # evicts the tail
+    assert manager.lookup([5, 6, 7, 8], chain_block_hashes([5, 6, 7, 8], 1)) == table[:2]
