@@ -109,6 +109,8 @@ CATALOG = [
             "without <bos>": "去掉 <bos>",
         }
     ),
+    # notebook 11b's pattern table: the row names (printed through ac.localize)
+    *exact({"<bos> sink": "<bos> 汇聚点", "previous": "前一词元", "itself": "自身"}),
     # ValueErrors the explorer shows as "Not possible: ..." (a prompt typed in, or maps passed in by hand)
     (r"type a prompt\.", "请输入提示词。"),
     (
