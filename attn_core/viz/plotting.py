@@ -39,6 +39,7 @@ from matplotlib.patches import PathPatch, Rectangle
 from matplotlib.path import Path
 
 from attn_core.i18n import localize, translate
+from attn_core.viz.png import FastPngFigure
 from attn_core.viz.textpaths import TextBatch, text_width
 
 __all__ = ["plot_attention", "group_colors", "kv_group_of_head", "DPI", "FONT_PT", "VALUE_PT"]
@@ -320,7 +321,7 @@ def plot_attention(
         text_width(title or "", 12.5 * font_scale) + 0.3,
     )
     height = top_margin + grid_h + bottom
-    fig = Figure(figsize=(width, height), dpi=dpi)
+    fig = FastPngFigure(figsize=(width, height), dpi=dpi)  # savefig to PNG: attn_core.viz.png
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_axis_off()
     ax.set_xlim(0, width)

@@ -20,19 +20,16 @@ from __future__ import annotations
 import html
 import math
 import re
-import struct
-import zlib
 from pathlib import Path
 
-import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from attn_core import i18n
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.masks import causal_mask, padding_mask, prefix_lm_mask, sliding_window_mask
 from attn_core.viz.plotting import plot_attention
+from attn_core.viz.png import figure_png
 
 __all__ = [
     "DEFAULTS",
@@ -217,31 +214,6 @@ def explain_attention(**overrides) -> str:
             f"1/(1-p) = {1 / (1 - p['dropout_p']):.2f}, so rows no longer sum to exactly 1."
         )
     return " ".join(parts)
-
-
-def figure_png(figure: Figure) -> bytes:
-    """PNG bytes of a figure at its own dpi, encoded for speed (every slider step pays for it).
-
-    Pillow filters each pixel row adaptively before zlib: for a 110-dpi 8-head grid that took
-    ~13 ms (CPU) of a redraw here. This writes the canvas's RGBA rows with PNG's "up" filter (a
-    row minus the row above: repeated rows become zeros) and deflates at level 1: ~9 ms, and
-    files of ~50-100 kB, which a notebook's widget channel does not notice.
-    """
-    canvas = FigureCanvasAgg(figure)
-    canvas.draw()
-    pixels = np.asarray(canvas.buffer_rgba())  # (H, W, 4) uint8, top row first
-    height, width, _ = pixels.shape
-    flat = pixels.reshape(height, width * 4)  # (H, 4W)
-    rows = np.empty((height, 1 + width * 4), dtype=np.uint8)  # (H, 1 + 4W): filter byte, then the row
-    rows[:, 0] = 2  # filter "up"
-    rows[0, 1:] = flat[0]  # above the first row PNG assumes zeros
-    np.subtract(flat[1:], flat[:-1], out=rows[1:, 1:])  # (H-1, 4W) bytewise, wrapping mod 256 as PNG does
-
-    def chunk(tag: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8-bit RGBA, deflate, no interlace
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 1)) + chunk(b"IEND", b"")
 
 
 def control_row(children: list):
