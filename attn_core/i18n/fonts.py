@@ -46,6 +46,7 @@ SYSTEM_CJK_FAMILIES = (
 _family_before: list[str] | None = None  # rcParams["font.family"] before set_language("zh")
 _family_set: list[str] | None = None  # what set_language("zh") put there
 _warned: set[str] = set()
+_GENERIC = ("sans-serif", "serif", "monospace", "cursive", "fantasy")
 
 
 class MissingGlyphWarning(UserWarning):
@@ -115,16 +116,12 @@ def family_key() -> tuple:
 
     A cache of glyph outlines keyed by this never reuses outlines drawn with other fonts (a learner's later
     ``font.sans-serif``, a font added with ``fontManager.addfont``)."""
-    import matplotlib
-    from matplotlib.font_manager import fontManager
+    import matplotlib  # (imported already: a dictionary lookup; this runs for every label drawn)
 
-    families = tuple(matplotlib.rcParams["font.family"])
-    generic = tuple(
-        tuple(matplotlib.rcParams[f"font.{name}"])
-        for name in ("sans-serif", "serif", "monospace", "cursive", "fantasy")
-        if name in families
-    )
-    return families, generic, len(fontManager.ttflist)
+    rc = matplotlib.rcParams
+    families = tuple(rc["font.family"])
+    generic = tuple(tuple(rc["font." + name]) for name in _GENERIC if name in families) if families else ()
+    return families, generic, len(matplotlib.font_manager.fontManager.ttflist)
 
 
 @functools.lru_cache(maxsize=64)
