@@ -37,3 +37,11 @@ def test_colours_have_a_legend():
     fig = sparse.render_sparse_masks(seq_len=8, topk=2, sliding_window=2, csa_rate=2, hca_rate=4)
     labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
     assert labels == ["not read", "a token read", "a compressed entry read"]
+
+
+def test_render_lays_out_by_hand():
+    """The render cost (issue #33: 0.7-1.6 s per move): constrained layout measured every label twice per draw."""
+    fig = sparse.render_sparse_masks()
+    assert fig.get_layout_engine() is None
+    for ax in fig.axes:
+        assert len(ax.get_xticks()) <= 7 and len(ax.get_yticks()) <= 7

@@ -87,7 +87,22 @@ def render_sparse_masks(**overrides) -> Figure:
     scale, size, length = float(p["font_scale"]), float(p["panel_size"]), p["seq_len"]
     widths = [m.shape[1] for m in masks.values()]
     height = max(size, length * 0.2 * scale) if p["values"] else size  # printed counts need ≥ 0.2 in per row
-    fig = Figure(figsize=(height * sum(widths) / length + 0.6, height + 1.0 * scale), dpi=DPI, layout="constrained")
+    # Margins in inches, laid out by hand: constrained layout measured every label twice per draw, two thirds of
+    # an explorer redraw. Room for: the y label and ticks (left), two-line titles (top), the x label, its ticks and
+    # the colour legend (bottom), tick labels between panels.
+    inch = height / length  # one key column
+    counts = 0.3 * scale if p["values"] else 0.0  # the printed counts, right of each panel
+    left, right, gap = 0.62 * scale, 0.15 + counts, 0.42 * scale + counts
+    top, bottom = 0.6 * scale, 1.05 * scale
+    width = left + right + gap * (len(masks) - 1) + inch * sum(widths)
+    fig = Figure(figsize=(width, height + top + bottom), dpi=DPI)
+    fig.subplots_adjust(
+        left=left / width,
+        right=1 - right / width,
+        top=1 - top / (height + top + bottom),
+        bottom=bottom / (height + top + bottom),
+        wspace=gap / (inch * sum(widths) / len(masks)),  # a fraction of the mean panel width
+    )
     axes = fig.subplots(1, len(masks), gridspec_kw={"width_ratios": widths})
     for ax, (name, mask) in zip(axes, masks.items(), strict=True):
         shown = mask.to(torch.int64)  # (L, L + T): 0 not read, 1 token read
@@ -99,14 +114,16 @@ def render_sparse_masks(**overrides) -> Figure:
             for row, count in enumerate(mask.sum(-1).tolist()):
                 ax.text(mask.shape[1] - 0.2, row, str(count), va="center", fontsize=VALUE_PT * scale, clip_on=False)
         reads = int(mask[-1].sum())
-        ax.set_title(localize(name) + "\n" + localize(f"last query reads {reads}"), fontsize=FONT_PT * scale)
+        title = localize(name) + "\n" + localize(f"last query reads {reads}")
+        ax.set_title(title, fontsize=FONT_PT * scale, y=1.02)  # a fixed y: no title placement pass per draw
         ax.set_xlabel(localize("keys (tokens | entries)"), fontsize=FONT_PT * scale)
         ax.tick_params(labelsize=FONT_PT * scale * 0.9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        # positions are whole numbers; few ticks, since each tick is a handful of artists made on every draw
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
     axes[0].set_ylabel(localize("query position"), fontsize=FONT_PT * scale)
     legend = [Patch(color=_COLORS(i), label=localize(label)) for i, label in enumerate(_LEGEND)]
-    fig.legend(handles=legend, loc="outside lower center", ncols=3, fontsize=FONT_PT * scale, frameon=False)
+    fig.legend(handles=legend, loc="lower center", ncols=3, fontsize=FONT_PT * scale, frameon=False)
     fig.sparse_masks = masks
     return fig
 
