@@ -153,6 +153,11 @@ CASES = {
         TypeError,
         r"scale must be a number that multiplies Q Kᵀ.*got 'x' of type str",
     ),
+    "gated_delta_rule beta=1.5": (
+        lambda: ac.gated_delta_rule(*delta_inputs(1.5)),
+        ValueError,
+        r"beta is the write strength.*Got beta from 1.5 to 1.5",
+    ),
     "gated_delta_rule beta=5": (
         lambda: ac.gated_delta_rule(*delta_inputs(5.0)),
         ValueError,
@@ -161,7 +166,7 @@ CASES = {
     "gated_delta_rule beta=-0.5": (
         lambda: ac.gated_delta_rule(*delta_inputs(-0.5), chunk_size=2),
         ValueError,
-        r"outside \[0, 2\] the state grows without bound",
+        r"a learning rate in \[0, 1\].*Got beta from -0.5 to -0.5",
     ),
     "linear_attention(q, k, v, g, beta)": (
         lambda: ac.linear_attention(*delta_inputs()),

@@ -122,18 +122,19 @@ def test_scale_is_validated_as_in_the_other_kernels():
     linear_attention(q, k, v, g, scale=-1.0)
 
 
-@pytest.mark.parametrize("bad", [5.0, 2.5, -0.1])
+@pytest.mark.parametrize("bad", [5.0, 1.5, 1.0001, -0.1])
 @pytest.mark.parametrize("chunk_size", [None, 2])
-def test_beta_outside_zero_two_is_refused(bad, chunk_size):
+def test_beta_outside_zero_one_is_refused(bad, chunk_size):
+    """beta = 5 used to give outputs growing 16x in 3 tokens, silently."""
     q, k, v, g, beta = inputs(3)
     beta[0, 1, 2] = bad
-    with pytest.raises(ValueError, match=r"beta is the write strength.*\[0, 2\]"):
+    with pytest.raises(ValueError, match=r"beta is the write strength, a learning rate in \[0, 1\]"):
         gated_delta_rule(q, k, v, g, beta, chunk_size=chunk_size)
 
 
 def test_beta_at_its_bounds_is_legal():
     q, k, v, g, beta = inputs(3)
-    for value in (0.0, 1.0, 1.5, 2.0):  # 0 writes nothing; up to 2: negative eigenvalues (Grazzi et al.)
+    for value in (0.0, 0.5, 1.0):  # 0 writes nothing; 1 replaces what the key read
         out, _ = gated_delta_rule(q, k, v, g, torch.full_like(beta, value), chunk_size=2)
         assert out.isfinite().all()
 

@@ -80,11 +80,12 @@ def _check_inputs(q, k, v, g, beta, initial_state, chunk_size) -> tuple[int, int
             f"g is a log decay: the state is multiplied by exp(g) each token, so g must be <= 0; got max g = "
             f"{g.max().item():.4g}. Pass g = -softplus(...) or log of a value in (0, 1]."
         )
-    if beta is not None and bool(((beta < 0) | (beta > 2)).any()):
+    if beta is not None and bool(((beta < 0) | (beta > 1)).any()):
         raise ValueError(
-            f"beta is the write strength: beta = sigmoid(...) in [0, 1] in Gated DeltaNet / Qwen3-Next, up to 2 for "
-            f"the negative-eigenvalue variant (Grazzi et al. 2025); outside [0, 2] the state grows without bound even "
-            f"for unit keys (|1 - beta| > 1). Got beta from {beta.min().item():.4g} to {beta.max().item():.4g}."
+            f"beta is the write strength, a learning rate in [0, 1]: beta = sigmoid(...) in Gated DeltaNet and "
+            f"Qwen3-Next (0 writes nothing, 1 replaces what the key read). Got beta from {beta.min().item():.4g} to "
+            f"{beta.max().item():.4g}. (Up to 2 is the negative-eigenvalue variant of Grazzi et al. 2025, a different "
+            "rule; past 2 the state grows without bound even for unit keys.)"
         )
     if initial_state is not None:
         state_shape = (batch, num_v_heads, head_k_dim, v.shape[-1])
