@@ -69,3 +69,22 @@ def test_explorer_renders_and_reports_impossible_settings():
     explorer.controls["kernel"].value = "dK/dV"
     explorer.controls["program"].value = 3
     assert explorer.error is None and "keys 48–63" in explorer.explanation.value
+
+
+def test_explorer_kernel_names_in_the_notebooks_language():
+    """zh/12b showed the dropdown's "forward" in English: the labels are localized, the values stay."""
+    ac.set_language("zh")
+    try:
+        explorer = schedule.schedule_explorer()
+        assert explorer.controls["kernel"].options == (("前向", "forward"), ("dK/dV", "dK/dV"))
+        explorer.controls["kernel"].value = "dK/dV"
+        assert explorer.error is None and "需要掩码" in explorer.explanation.value
+    finally:
+        ac.set_language("en")
+    assert schedule.schedule_explorer().controls["kernel"].options[0] == ("forward", "forward")
+
+
+def test_partial_last_key_tile_is_masked_even_without_causal():
+    status = schedule.tile_status(40, 40, 16, False)  # (3, 3): keys 32..39 of a 16-key tile
+    assert (status[:, :2] == schedule.FULL).all() and (status[:, 2] == schedule.MASKED).all()
+    assert "2 without a mask, 1 with one; 0 skipped" in schedule.explain_schedule(q_len=40, k_len=40, is_causal=False)

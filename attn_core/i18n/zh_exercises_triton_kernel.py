@@ -135,6 +135,8 @@ CATALOG = [
             "forward / dQ kernel: one program per query tile": "前向 / dQ 内核：每个查询分块一个程序",
             "dK/dV kernel: one program per key tile": "dK/dV 内核：每个键分块一个程序",
             "kernel": "内核",
+            "forward": "前向",
+            "dK/dV": "dK/dV",
             "program": "程序",
             "block": "分块大小",
         }

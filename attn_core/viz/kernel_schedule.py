@@ -149,7 +149,10 @@ def schedule_explorer(**fixed) -> ScheduleExplorer:
     start = {**SCHEDULE_DEFAULTS, **fixed}
     lengths = [16, 24, 32, 40, 48, 64, 80, 96, 128]
     controls = {
-        "kernel": w.Dropdown(description="kernel", options=list(KERNELS), value=start["kernel"], style=style),
+        # (label, value) pairs: the label in the notebook's language, the value what program_visits takes
+        "kernel": w.Dropdown(
+            description="kernel", options=[(localize(k), k) for k in KERNELS], value=start["kernel"], style=style
+        ),
         "program": w.IntSlider(description="program", value=start["program"], min=0, max=15, style=style),
         "block_size": w.Dropdown(description="block", options=[8, 16, 32, 64], value=start["block_size"], style=style),
         "q_len": w.Dropdown(description="queries", options=lengths, value=start["q_len"], style=style),
