@@ -194,6 +194,15 @@ def fix_text(text: str) -> str:
     return text
 
 
+def readme_chinese_section(path: Path = REPO / "README.md") -> str:
+    """The Chinese paragraphs of README.md: its "## 中文版" section up to the next heading, English lines dropped."""
+    text = path.read_text(encoding="utf-8")
+    section = re.search(r"^## 中文版.*?\n(.*?)(?=^## )", text, flags=re.S | re.M)
+    assert section is not None, "README.md has no '## 中文版' section"
+    paragraphs = section.group(1).split("\n\n")
+    return "\n\n".join(p for p in paragraphs if re.search(r"[\u4e00-\u9fff]", p))
+
+
 def readme_texts(path: Path = README_ZH) -> list[tuple[str, str]]:
     """``(where, text)`` of README.zh-CN.md outside fenced code (commands, the attn_core example)."""
     text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), path.read_text(encoding="utf-8"), flags=re.S)
@@ -292,6 +301,14 @@ def test_no_line_break_between_chinese_characters(path: Path) -> None:
 
 def test_readme_has_no_line_break_between_chinese_characters() -> None:
     assert not cjk_line_breaks(README_ZH.read_text(encoding="utf-8"))
+    chinese = readme_chinese_section()
+    assert "中文版" in chinese or "notebook" in chinese
+    assert not cjk_line_breaks(chinese), cjk_line_breaks(chinese)
+
+
+def test_readmes_chinese_paragraph_follows_the_glossary() -> None:
+    found = violations([("README.md 中文版", readme_chinese_section())])
+    assert not found, "\n".join(found)
 
 
 def test_the_line_break_check() -> None:
