@@ -165,3 +165,20 @@ def test_alibi_slopes_for_one_head():
 # 10. compressed_cache.py: nbytes of an empty cache (1 mutant)
 def test_an_empty_compressed_cache_holds_no_bytes():
     assert ac.CompressedKVCache().nbytes == 0
+
+
+# Also from the review's "error paths not tested" (differential_attention.py, sizes): each size named when refused
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((0, 2, 2), {}, r"hidden_dim must be a positive int, got 0"),
+        ((16, 2.0, 2), {}, r"num_heads must be a positive int, got 2.0"),
+        ((16, 2, -2), {}, r"num_kv_heads must be a positive int, got -2"),
+        ((16, 2, True), {}, r"num_kv_heads must be a positive int, got True"),
+        ((16, 2, 2), {"head_dim": 0}, r"head_dim must be a positive int, got 0"),
+        ((16, 2, 2), {"head_dim": 4.0}, r"head_dim must be a positive int, got 4.0"),
+    ],
+)
+def test_differential_attention_refuses_bad_sizes(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ac.DifferentialAttention(*args, **kwargs)
