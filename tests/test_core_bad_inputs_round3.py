@@ -109,6 +109,11 @@ CASES = {
         ValueError,
         r"sinks must be a tensor \(H,\) = \(2,\)",
     ),
+    "flex_attention_with_sinks sinks of the wrong count": (
+        lambda: fv.flex_attention_with_sinks(*qkv(), torch.zeros(3, dtype=torch.float64)),
+        ValueError,
+        r"sinks must be a tensor \(H,\), one learned logit per head of q \(B, H, Lq, D\); got \(3,\)",
+    ),
     "reference ALiBi slopes for fewer heads": (
         lambda: fv.reference(*qkv(heads=4), score_mod=fv.alibi(fv.alibi_slopes(2))),
         ValueError,

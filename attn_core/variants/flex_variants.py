@@ -213,6 +213,10 @@ def flex_attention_with_sinks(
     ``sinks[h]`` and value 0, so over keys + sink the output is ``out · exp(lse) / (exp(lse) + exp(sinks[h]))``
     ``= out · sigmoid(lse − sinks[h])``: the two-block merge of notebook 08, one block being the sink alone.
     """
+    heads = q.shape[1] if isinstance(q, torch.Tensor) and q.ndim == 4 else None
+    if not isinstance(sinks, torch.Tensor) or heads is None or tuple(sinks.shape) != (heads,):
+        shape = tuple(sinks.shape) if isinstance(sinks, torch.Tensor) else type(sinks).__name__
+        raise ValueError(f"sinks must be a tensor (H,), one learned logit per head of q (B, H, Lq, D); got {shape}.")
     from torch.nn.attention.flex_attention import AuxRequest, flex_attention  # the first call imports torch._dynamo
 
     out, aux = flex_attention(
