@@ -185,6 +185,11 @@ VARIANTS = {
 }
 
 
+# Exercises whose model answer calls an earlier answer: 02's mha_forward uses the student's own split_heads and
+# merge_heads, so a wrong helper costs that exercise too (nbgrader grades the notebook as the student wrote it).
+DEPENDENTS = {"02_multi_head_attention": {"ex1_answer": ["ex4_answer"], "ex2_answer": ["ex4_answer"]}}
+
+
 @dataclass
 class Student:
     name: str
@@ -224,10 +229,15 @@ def students_for(assignment: str, source_nb: dict) -> list[Student]:
     notebook = assignment.removeprefix("zh_")
     tests = tests_of(source_nb)
     first = next(iter(tests))
+    dependents = DEPENDENTS.get(notebook, {})
+
+    def lost(*answers: str) -> set:
+        return {tests[a] for answer in answers for a in (answer, *dependents.get(answer, []))}
+
     everyone = [Student("perfect"), Student("blank", blank=True, loses=set(tests.values()))]
     for answer, wrongs in WRONG.get(notebook, {}).items():
         for label, code in wrongs.items():
-            everyone.append(Student(f"wrong-{answer[:3]}-{label}", {answer: code}, loses={tests[answer]}))
+            everyone.append(Student(f"wrong-{answer[:3]}-{label}", {answer: code}, loses=lost(answer)))
     for answer, variants in VARIANTS.get(notebook, {}).items():
         for label, code in variants.items():
             everyone.append(Student(f"variant-{answer[:3]}-{label}", {answer: code}))
@@ -269,13 +279,13 @@ def students_for(assignment: str, source_nb: dict) -> list[Student]:
         nb["cells"] = []
 
     everyone += [
-        Student("tamper-edits-test-cell", {first: wrong_first}, edit=edit_test, loses={test_first}),
-        Student("tamper-deletes-test-cell", {first: wrong_first}, edit=delete_test, loses={test_first}),
-        Student("tamper-overrides-checker-readonly", {first: wrong_first}, edit=cheat_readonly, loses={test_first}),
+        Student("tamper-edits-test-cell", {first: wrong_first}, edit=edit_test, loses=lost(first)),
+        Student("tamper-deletes-test-cell", {first: wrong_first}, edit=delete_test, loses=lost(first)),
+        Student("tamper-overrides-checker-readonly", {first: wrong_first}, edit=cheat_readonly, loses=lost(first)),
         Student("tamper-raises-points", edit=raise_points),
-        Student("tamper-deletes-answer-cell", edit=delete_answer, loses={test_first}),
-        Student("renames-function", edit=rename, loses={test_first}),
-        Student("infinite-loop", edit=loop_forever, loses={test_first}),
+        Student("tamper-deletes-answer-cell", edit=delete_answer, loses=lost(first)),
+        Student("renames-function", edit=rename, loses=lost(first)),
+        Student("infinite-loop", edit=loop_forever, loses=lost(first)),
         Student("empty-notebook", edit=empty, loses=set(tests.values())),
     ]
     # Students with two exercises wrong (grading must add up per exercise), until the class has 32.
@@ -283,7 +293,7 @@ def students_for(assignment: str, source_nb: dict) -> list[Student]:
     pairs = [(a, b) for a in singles for b in singles if a[0] < b[0]]
     for (answer_a, label_a, code_a), (answer_b, label_b, code_b) in pairs[: max(0, 31 - len(everyone))]:
         name = f"two-wrong-{answer_a[:3]}-{label_a}-{answer_b[:3]}-{label_b}"
-        everyone.append(Student(name, {answer_a: code_a, answer_b: code_b}, loses={tests[answer_a], tests[answer_b]}))
+        everyone.append(Student(name, {answer_a: code_a, answer_b: code_b}, loses=lost(answer_a, answer_b)))
     if notebook == "01_scaled_dot_product_attention":  # its hidden cases compare with torch, not the checker
         cheat = Student("cheat-overrides-checker-in-answer", {first: wrong_first}, edit=cheat_in_answer)
         cheat.loses = {test_first}
