@@ -5,9 +5,9 @@ algorithm: query tiles outside, key tiles inside, the online softmax with ``m``,
 saved for the backward, and the exponential computed as ``exp2`` with ``log₂e`` folded into the softmax scale.
 That last one is **not new in FA4**: FA1/FA2's CUDA softmax already computes ``exp2(s·scale·log₂e − m₂)``, and so
 does Triton's fused-attention tutorial (``qk_scale *= 1.44269504``, then ``tl.math.exp2``): ``exp(x) = 2^(x·log₂e)``,
-the hardware's instruction is ``ex2``, and one multiply of the scale replaces one multiply per score. This module
-does it too (lse is then ``m₂·ln 2 + ln l``). What FA4 changes, for a GPU whose tensor cores outran its
-exponential unit:
+the hardware's instruction is ``ex2``, and folding ``log₂e`` into the scale once saves the multiply by ``log₂e``
+that ``exp`` would do on every score. This module does it too (lse is then ``m₂·ln 2 + ln l``). What FA4
+changes, for a GPU whose tensor cores outran its exponential unit:
 
 1. **Software exp2 on the FMA units.** Some of the 2^x are computed with a **degree-3 polynomial**
    (``exp2_poly3``) instead of the busy special-function unit (MUFU): 2^x = 2^n · 2^f with n = ⌊x⌋ and
