@@ -160,6 +160,7 @@ def test_sampling_equals_generate_with_the_requests_seed_whatever_the_batch(lm64
     rids = [engine.add_request(p, n, **s) for (p, n), s in zip(REQUESTS, SAMPLING, strict=True)]
     results = engine.run()
     for rid, (prompt, n), sampling in zip(rids, REQUESTS, SAMPLING, strict=True):
+        sampling = dict(sampling)  # SAMPLING is shared by both parametrizations
         seed = sampling.pop("seed", None)
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         assert results[rid] == generate(lm64, prompt, n, generator=generator, **sampling)
