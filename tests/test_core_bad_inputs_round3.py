@@ -286,3 +286,53 @@ def test_reference_document_with_matching_doc_ids_is_legal():
     scores = 50.0 * torch.tanh(q @ k.transpose(-2, -1) / 2.0 / 50.0)  # (B, H, L, L): scale 1/sqrt(4)
     expected = torch.softmax(scores.masked_fill(~expected_mask, -math.inf), dim=-1) @ v  # (B, H, L, D)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+
+
+def indexed_mla() -> ac.MultiHeadLatentAttention:
+    torch.manual_seed(0)
+    return ac.MultiHeadLatentAttention(
+        8, 2, kv_lora_rank=4, qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2, q_lora_rank=4, index_topk=2,
+        index_n_heads=2, index_head_dim=4,
+    )  # fmt: skip
+
+
+EMPTY = {  # legal empty inputs elsewhere in these modules: each gives the empty (or all-zero) answer
+    "gated_delta_rule L=0 chunked": (
+        lambda: ac.gated_delta_rule(
+            *(randn(1, 2, 0, 4, seed=s) for s in range(3)), -torch.ones(1, 2, 0), torch.ones(1, 2, 0) / 2, chunk_size=4
+        )[0],  # fmt: skip
+        (1, 2, 0, 4),
+    ),
+    "linear_attention B=0": (
+        lambda: ac.linear_attention(*(randn(0, 2, 3, 4, seed=s) for s in range(3)))[0],
+        (0, 2, 3, 4),
+    ),
+    "MLA with the indexer, L=0": (lambda: indexed_mla()(torch.zeros(1, 0, 8))[0], (1, 0, 8)),
+    "MLA with the indexer, L=0 after a cached prefix": (
+        lambda: (
+            [mla := indexed_mla(), cache := ac.KVCache(), mla(torch.ones(1, 3, 8), cache=cache)]
+            and mla(torch.zeros(1, 0, 8), cache=cache)[1]
+        ),
+        (1, 2, 0, 3),
+    ),
+    "DifferentialAttention L=0 with a cache": (
+        lambda: ac.DifferentialAttention(8, 2, 2, rope_base=1e4)(torch.zeros(1, 0, 8), cache=ac.KVCache())[0],
+        (1, 0, 8),
+    ),
+    "tiled_attention Lk=0": (lambda: ac.tiled_attention(*qkv(k_len=0)), (1, 2, 3, 4)),
+    "reference Lk=0 with a score_mod": (
+        lambda: fv.reference(*qkv(k_len=0), score_mod=fv.softcap(5.0))[0],
+        (1, 2, 3, 4),
+    ),
+    "sparse_attention B=0": (
+        lambda: ac.sparse_attention(*qkv(batch=0), torch.zeros(0, 3, 1, dtype=torch.long))[0],
+        (0, 2, 3, 4),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY)
+def test_legal_empty_inputs(case):
+    call, shape = EMPTY[case]
+    out = call()
+    assert tuple(out.shape) == shape and not out.isnan().any()
