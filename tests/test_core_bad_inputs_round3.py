@@ -3,6 +3,7 @@ attention, ``flex_variants.reference`` and the gated delta rule: inputs that use
 with an internal error, now raise a typed error that names the value and the fix; legal empty inputs work.
 
 D1 (the chunked rule's gates) is in tests/test_core_linear_round3.py; the serving ``BlockManager`` has its own tests.
+One file past 300 lines: the table is read as one list, row by row against the review's.
 """
 
 from __future__ import annotations
