@@ -170,7 +170,7 @@ def test_no_import_circles():
     circles = _strongly_connected(GRAPH)
     described = []
     for members in circles:
-        arrows = [f"{m} -> {t} (line {line})" for m in members for t, line in GRAPH[m] if t in members]
+        arrows = sorted({f"{m} -> {t} (line {line})" for m in members for t, line in GRAPH[m] if t in members})
         described.append("; ".join(arrows))
     assert not circles, "import circles (move what both sides need into a module below them):\n" + "\n".join(described)
 

@@ -24,6 +24,7 @@ import functools
 import logging
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 SUBSET_FAMILY = "attn-core Noto Sans CJK SC subset"
@@ -146,14 +147,15 @@ def missing_glyphs(text: str, weight: str = "normal") -> list[str]:
     return list(seen)
 
 
-def warn_missing_glyphs(text: str, weight: str = "normal") -> None:
-    """Warn once per character of ``text`` that would be drawn as an empty box (a ``TextPath`` never warns)."""
+def warn_missing_glyphs(text: str, weight: str = "normal", translate: Callable[[str], str] = str) -> None:
+    """Warn once per character of ``text`` that would be drawn as an empty box (a ``TextPath`` never warns).
+
+    ``translate`` is ``attn_core.i18n.translate``, passed by the caller (``viz.textpaths``): this module sits below
+    ``attn_core.i18n``, which imports it, so it cannot import it back (``tests/test_import_graph.py``)."""
     new = [char for char in missing_glyphs(text, weight) if char not in _warned]
     if not new:
         return
     _warned.update(new)
-    from attn_core.i18n import translate
-
     chars = "".join(new)
     message = (
         f"no font has a glyph for {chars!r} (in the label {text!r}): drawn as an empty box. "

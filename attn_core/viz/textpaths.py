@@ -30,6 +30,7 @@ from matplotlib.patches import PathPatch
 from matplotlib.path import Path
 from matplotlib.textpath import TextPath
 
+from attn_core.i18n import translate
 from attn_core.i18n.fonts import family_key, warn_missing_glyphs
 
 __all__ = ["Label", "TextPaths", "TextBatch", "text_width", "text_items"]
@@ -44,7 +45,8 @@ def _outline(text: str, weight: str) -> tuple[np.ndarray, np.ndarray, float, flo
 
 @lru_cache(maxsize=8192)
 def _outline_in(text: str, weight: str, fonts: tuple) -> tuple[np.ndarray, np.ndarray, float, float]:
-    warn_missing_glyphs(text, weight)  # once per (text, fonts): TextPath draws a missing glyph as a box, silently
+    # once per (text, fonts): TextPath draws a missing glyph as a box, silently
+    warn_missing_glyphs(text, weight, translate)
     path = TextPath((0, 0), text, size=1.0, prop=FontProperties(family=list(fonts[0]), weight=weight))
     vertices = np.asarray(path.vertices, dtype=np.float64)  # (n, 2) in em
     return vertices, np.asarray(path.codes), float(vertices[:, 0].min()), float(vertices[:, 0].max())
