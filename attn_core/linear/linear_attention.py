@@ -208,9 +208,10 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, chunk_size=None, initial_s
     q, k ``(B, Hk, L, Dk)``; v ``(B, Hv, L, Dv)``; g (log decay, ≤ 0) and beta ``(B, Hv, L)``; initial_state
     ``(B, Hv, Dk, Dv)`` or None (zeros). Value head h reads q/k head ``h // (Hv // Hk)``. For each token:
     ``S ← exp(g_t) S``; ``S ← S + β_t k_t (v_t − Sᵀk_t)ᵀ``; ``o_t = scale · Sᵀq_t`` (scale None = 1/sqrt(Dk)).
-    q and k are used as given (no l2-normalisation here). ``chunk_size=None`` runs the recurrence; an int C runs the
-    chunked form (any L), equal up to rounding. Returns ``(out (B, Hv, L, Dv), final_state (B, Hv, Dk, Dv))`` in q's
-    dtype; passing ``final_state`` as the next call's ``initial_state`` continues the sequence.
+    q and k are used as given (no l2-normalisation here); beta in [0, 1]. ``chunk_size=None`` runs the recurrence; an
+    int C runs the chunked form (any L, computed in at least float32), equal up to rounding. Returns
+    ``(out (B, Hv, L, Dv), final_state (B, Hv, Dk, Dv))`` in q's dtype; passing ``final_state`` as the next call's
+    ``initial_state`` continues the sequence.
     """
     _check_inputs(q, k, v, g, beta, initial_state, chunk_size)
     if g is None or beta is None:
