@@ -66,10 +66,11 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def answer_source(stub: list[str], solution: list[str]) -> str:
-    """Stub and solution lines (check calls removed) -> the answer cell with the solution's own lines marked.
+def answer_source(stub: list[str], solution: list[str]) -> tuple[str, str]:
+    """Stub and solution lines (check calls removed) -> (setup, answer cell with the solution's own lines marked).
 
-    The stub lines before the solution's first line (imports, a printed hint, a helper) are kept as they are; from
+    The stub lines before the solution's first line (imports, a printed hint, a helper) are the setup: a read-only
+    cell of their own, so a student who rewrites the answer cell cannot lose the imports later exercises need. From
     there the lines both share at the start and at the end stay, the stub's placeholders in between are dropped and
     the solution's lines in between become solution regions.
     """
@@ -86,9 +87,9 @@ def answer_source(stub: list[str], solution: list[str]) -> str:
     hints = [
         line for line in rest[head : len(rest) - tail] if line.strip().startswith("#") and not PLACEHOLDER.search(line)
     ]
-    out = setup + solution[:head] + hints + (marked(middle) if any(line.strip() for line in middle) else middle)
+    out = solution[:head] + hints + (marked(middle) if any(line.strip() for line in middle) else middle)
     out += solution[len(solution) - tail :]
-    return "\n".join(out).strip("\n")
+    return "\n".join(setup).strip("\n"), "\n".join(out).strip("\n")
 
 
 def marked(region: list[str]) -> list[str]:
@@ -161,7 +162,9 @@ def convert(notebook: Path, assignment: str, points: dict, written: list[dict], 
                 raise ValueError(f"{notebook.name} cell {i}: a solution must hold `assert check_…(answer)`")
             checker, argument = ASSERT_CHECK.match(sol_lines[asserts[-1]]).groups()
             del sol_lines[asserts[-1]]
-            body = answer_source(stub_lines, strip_check(sol_lines, ASSERT_CHECK))
+            setup, body = answer_source(stub_lines, strip_check(sol_lines, ASSERT_CHECK))
+            if setup:
+                new_cells.append(code_cell(setup, nbgrader_meta(f"ex{exercise}_setup", locked=True)))
             try:
                 compile(released(body), f"{assignment} exercise {exercise}", "exec")
             except SyntaxError as error:
@@ -173,7 +176,7 @@ def convert(notebook: Path, assignment: str, points: dict, written: list[dict], 
             meta = nbgrader_meta(f"ex{exercise}_{checker}", grade=True, locked=True, points=worth)
             new_cells.append(code_cell("\n".join(test), meta))
             if slide:
-                new_cells[-2]["metadata"]["slideshow"] = slide
+                new_cells[-2]["metadata"]["slideshow"] = slide  # the answer cell takes the stub's place in the slides
             continue
         if cell["cell_type"] == "markdown":
             for prefix, name in IMAGE_LINK.findall(source):
