@@ -180,3 +180,19 @@ def test_full_class(course):
         seconds, students = grade_class(course, assignment, None)
         total, count = total + seconds, count + students
     print(f"\nfull class: {count} submissions in {total:.0f} s, {total / count:.1f} s per submission")
+
+
+@pytest.mark.classroom_full
+def test_every_assignment_generates_and_validates(course):
+    """Every assignment, both editions: generate_assignment works, validate passes the source and fails the release."""
+    failures = []
+    for folder in sorted((course / "source").iterdir()):
+        release = generate(course, folder.name)
+        source = next(folder.glob("*.ipynb"))
+        good = mock_class.nbgrader(course, "validate", str(source))
+        if "Success! Your notebook passes all the tests." not in good.stdout:
+            failures.append(f"{folder.name}: the source does not validate: {good.stdout[-800:]}")
+        bad = mock_class.nbgrader(course, "validate", str(release))
+        if "Success!" in bad.stdout:
+            failures.append(f"{folder.name}: the release validates")
+    assert not failures, "\n".join(failures)
