@@ -27,8 +27,9 @@ import math
 
 from matplotlib.figure import Figure
 
+from attn_core.viz import tiles_schedule as _walk
 from attn_core.viz.tiles_render import render_tiles
-from attn_core.viz.tiles_schedule import (  # noqa: F401 (the tile codes, read by tests)
+from attn_core.viz.tiles_schedule import (  # noqa: F401 (public here: notebook 08 and the tests read them from tiles)
     CURRENT,
     DONE,
     PENDING,
@@ -36,10 +37,6 @@ from attn_core.viz.tiles_schedule import (  # noqa: F401 (the tile codes, read b
     TILE_DEFAULTS,
     SoftmaxTrace,
     TileStep,
-    _fmt,
-    _params,
-    _row_progress,
-    _schedule,
     demo_scores,
     online_softmax_trace,
     tile_codes,
@@ -66,14 +63,14 @@ _STYLE = {"description_width": "initial"}
 
 def explain_tiles(step: int | None = None, **overrides) -> str:
     """One line on what step ``step`` did, e.g. ``step 5/16: query block 1 × key block 0; row 13: …``."""
-    p = _params(step, overrides)
+    p = _walk._params(step, overrides)
     q_len, k_len, block_q, block_k, is_causal = p["q_len"], p["k_len"], p["block_q"], p["block_k"], p["is_causal"]
     step, row = p["step"], p["row"]
-    schedule = _schedule(q_len, k_len, block_q, block_k, is_causal)
+    schedule = _walk._schedule(q_len, k_len, block_q, block_k, is_causal)
     skipped = sum(tile.status == "skipped" for tile in schedule)
     scores_row = demo_scores(q_len, k_len, is_causal=is_causal, seed=p["seed"], head_dim=p["head_dim"])[row]  # (Lk,)
     trace = online_softmax_trace(scores_row, block_k)
-    row_block, visited = _row_progress(p, schedule)
+    row_block, visited = _walk._row_progress(p, schedule)
     if step == 0:
         head = (
             f"step 0/{len(schedule)}: nothing computed yet; every row starts with running max m = −∞ and sum ℓ = 0"
@@ -95,8 +92,8 @@ def explain_tiles(step: int | None = None, **overrides) -> str:
         if trace.final_max == -math.inf:
             return f"{head}; row {row} saw no key at all (causal with fewer keys than queries): its output is 0."
         return (
-            f"{head}; row {row} is finished: max {_fmt(trace.final_max)}, normaliser {trace.final_sum:.2f}, "
-            f"so its weights are exp(s − {_fmt(trace.final_max)}) / {trace.final_sum:.2f}."
+            f"{head}; row {row} is finished: max {_walk._fmt(trace.final_max)}, normaliser {trace.final_sum:.2f}, "
+            f"so its weights are exp(s − {_walk._fmt(trace.final_max)}) / {trace.final_sum:.2f}."
         )
     j = visited - 1
     old_max = float(trace.running_max[j - 1]) if j else -math.inf
@@ -105,14 +102,14 @@ def explain_tiles(step: int | None = None, **overrides) -> str:
     if new_max == -math.inf:
         return f"{head}; row {row}: every key of this block is masked for it, m stays −∞ and ℓ stays 0."
     if old_max == -math.inf:
-        return f"{head}; row {row}: first visible keys, running max −∞ → {_fmt(new_max)}, sum 0 → {new_sum:.2f}."
+        return f"{head}; row {row}: first visible keys, running max −∞ → {_walk._fmt(new_max)}, sum 0 → {new_sum:.2f}."
     rescale = float(trace.rescale[j])
     if new_max == old_max:
-        change = f"running max stays {_fmt(new_max)}, no rescale (factor 1)"
+        change = f"running max stays {_walk._fmt(new_max)}, no rescale (factor 1)"
     else:
         change = (
-            f"running max {_fmt(old_max)} → {_fmt(new_max)}, sum rescaled by "
-            f"exp({_fmt(old_max)}−{_fmt(new_max)})={rescale:.2f}"
+            f"running max {_walk._fmt(old_max)} → {_walk._fmt(new_max)}, sum rescaled by "
+            f"exp({_walk._fmt(old_max)}−{_walk._fmt(new_max)})={rescale:.2f}"
         )
     return f"{head}; row {row}: {change}; sum {old_sum:.2f} → {new_sum:.2f}."
 
