@@ -1,4 +1,4 @@
-"""Chinese for the graders of notebook 14 (``attn_core/exercises/bug_hunt.py``): ``check_bug``, ``show_bug``
+"""Chinese for the graders of notebook 14 (``attn_core/exercises/bug_hunt/``): ``check_bug``, ``show_bug``
 and the scoreboard of ``bug_report`` / ``check_all``.
 
 Every ❌ message the module's own probes can print, as ``(regex, template)`` pairs (see ``attn_core.i18n``).

@@ -1,4 +1,4 @@
-"""Chinese for the graders of notebook 16 (``attn_core/exercises/handwrite.py``), and what they share.
+"""Chinese for the graders of notebook 16 (``attn_core/exercises/handwrite*.py``), and what they share.
 
 Every ❌ message ``check_sdpa``, ``check_causal_mask``, ``check_mha`` and ``check_gqa`` can print, plus the
 pieces ``handwrite_rope`` and ``handwrite_mla`` reuse (the ``[case]`` in front of a diagnosis, a wrong return
