@@ -31,10 +31,21 @@ EXCHANGE = os.environ.get("ATTN_CLASS_EXCHANGE", "/srv/nbgrader/exchange")
 INSTRUCTORS = {name.strip() for name in os.environ.get("ATTN_CLASS_INSTRUCTORS", "instructor").split(",") if name}
 CULL_S = int(os.environ.get("ATTN_CLASS_CULL_S", "3600"))
 
+# The state folder and nbgrader's exchange exist before the hub writes its cookie secret (a hub run as root creates
+# them; elsewhere the hub's own defaults in the working directory stay).
+for folder, mode in ((STATE, 0o755), (Path(EXCHANGE), 0o1777)):  # 1777: every student writes submissions there
+    if not folder.exists():
+        try:
+            folder.mkdir(parents=True)
+            folder.chmod(mode)
+        except OSError:
+            pass
+
 # --- hub, proxy, state ------------------------------------------------------------------------------------------------
 c.JupyterHub.bind_url = "http://:80"  # behind a TLS terminator in production (README); tests override ports
-c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
-c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
+if os.access(STATE, os.W_OK):
+    c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
+    c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
 c.JupyterHub.cleanup_servers = True
 # The proxy: configurable-http-proxy's command line, here the pure-Python package pinned in requirements.txt (npm's
 # `configurable-http-proxy` works the same). Found next to this Python, so a hub started without the venv on PATH works.

@@ -47,7 +47,8 @@ def test_config_loads_without_pam_users_or_network(tmp_path, monkeypatch):
     """The class config alone: a JupyterHub app loads it (no PAM user, no network), with the class settings."""
     from jupyterhub.app import JupyterHub
 
-    monkeypatch.setenv("ATTN_CLASS_DIR", str(tmp_path))
+    monkeypatch.setenv("ATTN_CLASS_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ATTN_CLASS_EXCHANGE", str(tmp_path / "exchange"))
     app = JupyterHub()
     app.load_config_file(str(CLASSROOM / "jupyterhub_config.py"))
     config = app.config
@@ -56,6 +57,8 @@ def test_config_loads_without_pam_users_or_network(tmp_path, monkeypatch):
     assert "git-pull?" in config.Spawner.default_url and "attn-notebooks.git" in config.Spawner.default_url
     assert any(service["name"] == "idle-culler" for service in config.JupyterHub.services)
     assert Path(config.ConfigurableHTTPProxy.command[0]).name == "configurable-http-proxy"
+    assert (tmp_path / "state").is_dir() and config.JupyterHub.cookie_secret_file.startswith(str(tmp_path))
+    assert (tmp_path / "exchange").stat().st_mode & 0o7777 == 0o1777  # every student writes submissions there
     instructor = (CLASSROOM / "hub" / "instructor" / "jupyter_server_config.py").read_text()
     assert "frame-ancestors 'self'" in instructor
     student = json.loads((CLASSROOM / "hub" / "student" / "jupyter_server_config.json").read_text())
