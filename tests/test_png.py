@@ -27,8 +27,10 @@ def decode(data: bytes) -> tuple[np.ndarray, dict]:
     return np.asarray(image.convert("RGBA")), image.info
 
 
-def test_plot_attention_returns_a_fast_png_figure(figure):
+def test_plot_attention_returns_a_fast_png_figure_that_prints_as_a_figure(figure):
     assert isinstance(figure, png.FastPngFigure)
+    assert repr(figure) == Figure.__repr__(figure).replace("FastPngFigure", "Figure")
+    assert repr(figure).startswith("<Figure size ")  # stored notebook outputs hold this text
 
 
 def test_plain_savefig_writes_matplotlibs_pixels_fast(figure, tmp_path, monkeypatch):

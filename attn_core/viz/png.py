@@ -56,6 +56,9 @@ class FastPngFigure(Figure):
     ``bbox_inches="tight"``, SVG, PDF...) is matplotlib's own ``savefig``, unchanged.
     """
 
+    def __repr__(self) -> str:  # what a notebook prints under a figure: the same text as any matplotlib Figure
+        return super().__repr__().replace(type(self).__name__, "Figure", 1)
+
     def savefig(self, fname, *, transparent=None, **kwargs):
         fmt = kwargs.get("format") or (os.path.splitext(os.fspath(fname))[1][1:].lower() if _is_path(fname) else None)
         fmt = fmt or matplotlib.rcParams["savefig.format"]
