@@ -117,7 +117,7 @@ CATALOG = [
     (
         r"you interleaved the two values' features: concatenate them, cat\(v\[g\], v\[g \+ Hkv/2\]\) over the last "
         r"axis, as torch\.cat\(\.\.\., dim=-1\) does\.",
-        "你把两个值的特征交错排列了：应该拼接，沿最后一维 cat(v[g], v[g + Hkv/2])，即 torch.cat(..., dim=-1)。",
+        "你把两个值的特征逐个交错放在一起了：应该拼接，沿最后一维 cat(v[g], v[g + Hkv/2])，即 torch.cat(..., dim=-1)。",
     ),
     (
         rf"for v of shape (?P<shape>{_SHAPE}) and num_heads=(?P<h>\d+): "
