@@ -1,0 +1,158 @@
+"""The book (book/build.py) opens offline: every page of both languages in headless Chromium, every request
+that leaves the local server aborted.
+
+Per page: 0 failed requests, MathJax typesets (no raw ``$$`` or ``\\frac`` left on screen), no solution visible
+on load, every explorer cell shows its stored fallback figure. Across pages: the language switch lands on the
+twin, and the search finds "YaRN" (English) and "注意力汇聚点" (Chinese).
+
+The site is built once per session by ``python book/build.py`` unless book/_build/html is newer than every
+notebook and every file of book/ (about two minutes on two cores). Browser policy as in tests/e2e/conftest.py:
+without Playwright or Chromium these tests skip, unless ``CI`` is set: then they fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HTML = REPO / "book" / "_build" / "html"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+NOTEBOOKS = {"": REPO / "notebooks", "zh/": REPO / "notebooks" / "zh"}
+
+
+def series(folder: Path) -> list[Path]:
+    return sorted(folder.glob("[0-9][0-9]*.ipynb"))
+
+
+def page_of(notebook: Path, prefix: str) -> str:
+    stem = "index" if notebook.stem == "00_start_here" else notebook.stem
+    return f"{prefix}{stem}.html"
+
+
+def explorer_cells(notebook: Path) -> int:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return sum(any(WIDGET in out.get("data", {}) for out in cell.get("outputs", [])) for cell in cells)
+
+
+def has_math(notebook: Path) -> bool:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return any(cell["cell_type"] == "markdown" and "$" in "".join(cell["source"]) for cell in cells)
+
+
+PAGES = [(prefix, nb) for prefix, folder in NOTEBOOKS.items() for nb in series(folder)]
+
+
+def _stale() -> bool:
+    index = HTML / "index.html"
+    if not index.exists():
+        return True
+    built = index.stat().st_mtime
+    sources = [nb for _, nb in PAGES] + [p for p in (REPO / "book").rglob("*") if "_build" not in p.parts]
+    return any(p.is_file() and p.stat().st_mtime > built for p in sources)
+
+
+@pytest.fixture(scope="module")
+def site() -> str:
+    """The built site served on a local port (search and highlighting fetch pages: file:// would refuse)."""
+    if _stale():
+        subprocess.run([sys.executable, str(REPO / "book" / "build.py")], check=True, cwd=REPO)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def page_factory(browser, site):
+    """New pages that abort every request outside the local server and record what failed."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+    def new_page():
+        page = context.new_page()
+        page.failed = []  # type: ignore[attr-defined]
+        page.errors = []  # type: ignore[attr-defined]
+
+        def route(r):
+            if r.request.url.startswith(site) or r.request.url.startswith(("data:", "blob:")):
+                r.continue_()
+            else:
+                r.abort()
+
+        page.route("**/*", route)
+        page.on("requestfailed", lambda req: page.failed.append(req.url))
+        page.on("response", lambda resp: resp.status >= 400 and page.failed.append(f"{resp.status} {resp.url}"))
+        page.on("pageerror", lambda err: page.errors.append(str(err)))
+        return page
+
+    yield new_page
+    context.close()
+
+
+def open_page(new_page, url: str):
+    page = new_page()
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
+    page.evaluate("() => window.MathJax && MathJax.startup.promise")
+    return page
+
+
+@pytest.mark.parametrize(("prefix", "notebook"), PAGES, ids=[page_of(nb, p) for p, nb in PAGES])
+def test_page_loads_offline_typeset_without_solutions_with_explorer_figures(page_factory, site, prefix, notebook):
+    page = open_page(page_factory, site + page_of(notebook, prefix))
+    try:
+        assert page.failed == [], f"failed requests: {page.failed}"
+        assert page.errors == [], f"page errors: {page.errors}"
+        text = page.inner_text("article")
+        assert "$$" not in text and "\\frac" not in text, "raw TeX on screen: MathJax did not typeset the page"
+        if has_math(notebook):
+            assert page.locator("mjx-container").count() > 0, "no formula typeset"
+        solutions = page.locator(".cell.tag_solution")
+        for i in range(solutions.count()):
+            assert not solutions.nth(i).locator(".cell_input").is_visible(), f"solution {i} visible on load"
+        for hidden in page.locator("details.hide").all():
+            assert hidden.get_attribute("open") is None
+        explorers = page.locator(".cell.tag_explorer")
+        assert explorers.count() == explorer_cells(notebook)
+        for i in range(explorers.count()):
+            figure = explorers.nth(i).locator(".cell_output img")
+            assert figure.count() >= 1, f"explorer {i} shows no fallback figure"
+            assert figure.first.is_visible()
+            assert figure.first.evaluate("img => img.complete && img.naturalWidth > 0")
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize(("prefix", "twin"), [("", "zh/"), ("zh/", "")])
+def test_language_switch_lands_on_the_twin(page_factory, site, prefix, twin):
+    for notebook in (series(NOTEBOOKS[prefix])[0], series(NOTEBOOKS[prefix])[6]):
+        page = open_page(page_factory, site + page_of(notebook, prefix))
+        try:
+            page.click("p.lang-switch a")
+            page.wait_for_load_state("load")
+            assert page.url == site + page_of(notebook, twin)
+        finally:
+            page.close()
+
+
+@pytest.mark.parametrize(("prefix", "query", "expected"), [("", "YaRN", "06b"), ("zh/", "注意力汇聚点", "12c")])
+def test_search_finds(page_factory, site, prefix, query, expected):
+    page = open_page(page_factory, f"{site}{prefix}search.html?q={query}")
+    try:
+        results = page.locator("#search-results ul.search li a")
+        results.first.wait_for(timeout=30_000)
+        hrefs = [a.get_attribute("href") for a in results.all()]
+        assert any(expected in href for href in hrefs), hrefs
+        assert page.failed == []
+    finally:
+        page.close()
