@@ -40,6 +40,7 @@ from attn_core.flash.tiled import TiledAttentionCompileWarning, tiled_attention
 from attn_core.i18n import get_language, localize, set_language
 from attn_core.layers import GroupedQueryAttention, MultiHeadAttention, MultiQueryAttention
 from attn_core.linear.gated_deltanet import GatedDeltaNet, LinearAttentionCache
+from attn_core.linear.kda import KimiDeltaAttention, kda_rule
 from attn_core.linear.linear_attention import gated_delta_rule, linear_attention
 from attn_core.masks import (
     causal_mask,
@@ -52,6 +53,7 @@ from attn_core.masks import (
     prefix_lm_mask,
     sliding_window_mask,
 )
+from attn_core.models.from_hf import layer_from_hf
 from attn_core.models.gemma3 import load_gemma3
 from attn_core.models.minilm import load_minilm
 from attn_core.positions.rope import apply_rope, rope_angles
@@ -88,6 +90,7 @@ __all__ = [
     "set_language",
     "get_language",
     "load_gemma3",
+    "layer_from_hf",
     # round 3
     "localize_figure",
     "localize",
@@ -97,6 +100,8 @@ __all__ = [
     "gated_delta_rule",
     "linear_attention",
     "GatedDeltaNet",
+    "kda_rule",
+    "KimiDeltaAttention",
     "LinearAttentionCache",
     "triton_attention",
     "sparse_attention",

@@ -1,0 +1,145 @@
+"""``ac.layer_from_hf(config, layer_idx)``: our token mixer for one decoder layer of a Hugging Face text config.
+
+The returned module's parameter names equal the HF module's (``layer.load_state_dict(hf_attn.state_dict())`` is
+strict) and its call is ``layer(x, *, positions=None, cache=None)``: causal as the decoder layer (its window, chunks
+and sinks built in, no mask argument), positions ``0..L-1`` or continuing the cache. Softmax layers return
+``(out, weights)`` as every softmax layer of the series (and HF's attention modules) does, and take an
+``ac.KVCache()``; linear / SSM mixers come from ``attn_core.models.from_hf_linear.linear_layer_from_hf``.
+
+Which class serves which type: ``HFSoftmaxAttention`` (attn_core/models/hf_softmax.py; options named after the HF
+config keys) for llama, gemma3_text, gpt_oss, llama4_text and the full-attention layers of qwen3_next / qwen3_5_text.
+Every other type or layer raises NotImplementedError naming the type and what is missing.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from attn_core.models.hf_softmax import HFSoftmaxAttention
+
+__all__ = ["layer_from_hf", "COVERED_SOFTMAX_TYPES"]
+
+# Linear / SSM mixers (another module builds them): (model type, layer kind) pairs served by linear_layer_from_hf.
+_LINEAR_KINDS = {"linear_attention", "mamba", "ssm", "lightning"}
+
+COVERED_SOFTMAX_TYPES = ("llama", "gemma3_text", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_text")
+
+
+def _rope(config, layer_type: str | None) -> tuple[float, dict | None, float]:
+    """``(rope_theta, scaling or None, partial_rotary_factor)`` from ``config.rope_parameters`` (per layer type for Gemma 3)."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    if layer_type is not None and layer_type in params and isinstance(params[layer_type], dict):
+        params = dict(params[layer_type])  # Gemma 3: {"sliding_attention": {...}, "full_attention": {...}}
+    theta = float(params.pop("rope_theta"))
+    partial = params.pop("partial_rotary_factor", getattr(config, "partial_rotary_factor", None) or 1.0)
+    for multimodal_only in ("mrope_section", "mrope_interleaved"):  # text positions: every section equal
+        params.pop(multimodal_only, None)
+    scaling = None if params.get("rope_type", "default") == "default" else params
+    if scaling is not None and scaling.get("rope_type") == "yarn":
+        # HF's yarn reads original_max_position_embeddings from the config when rope_parameters lacks it
+        scaling.setdefault("original_max_position_embeddings", config.max_position_embeddings)
+    return theta, scaling, float(partial)
+
+
+def _layer_type(config, layer_idx: int) -> str | None:
+    layer_types = getattr(config, "layer_types", None)
+    return None if layer_types is None else layer_types[layer_idx]
+
+
+def _common(config) -> dict:
+    return {
+        "hidden_size": config.hidden_size,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
+        "attention_bias": bool(getattr(config, "attention_bias", False)),
+    }
+
+
+def _missing(model_type: str, what: str) -> NotImplementedError:
+    return NotImplementedError(f"layer_from_hf does not cover model type {model_type!r}: {what}.")
+
+
+def layer_from_hf(config, layer_idx: int) -> nn.Module:
+    """Our module for decoder layer ``layer_idx``'s token mixer of the HF text config ``config`` (see module doc)."""
+    model_type = getattr(config, "model_type", None)
+    if getattr(config, "text_config", None) is not None and model_type not in COVERED_SOFTMAX_TYPES:
+        raise _missing(str(model_type), "pass the text config (config.text_config), not the multimodal wrapper")
+    num_layers = getattr(config, "num_hidden_layers", None)
+    if (
+        isinstance(layer_idx, bool)
+        or not isinstance(layer_idx, int)
+        or num_layers is None
+        or not 0 <= layer_idx < num_layers
+    ):
+        raise IndexError(f"layer_idx must be an int in [0, {num_layers}), got {layer_idx!r}.")
+    layer_type = _layer_type(config, layer_idx)
+    if layer_type in _LINEAR_KINDS:
+        try:
+            from attn_core.models.from_hf_linear import linear_layer_from_hf
+        except ImportError as error:  # the linear/SSM families land separately
+            raise _missing(
+                str(model_type),
+                f"layer {layer_idx} is a {layer_type!r} mixer and attn_core.models.from_hf_linear "
+                f"(linear_layer_from_hf) is not available ({error})",
+            ) from error
+        return linear_layer_from_hf(config, layer_idx)
+    if getattr(config, "attn_logit_softcapping", None):
+        raise _missing(str(model_type), "attention logit soft-capping (attn_logit_softcapping) is not built")
+    if getattr(config, "use_bidirectional_attention", False):
+        raise _missing(str(model_type), "bidirectional attention (use_bidirectional_attention=True)")
+
+    if model_type == "llama":
+        theta, scaling, partial = _rope(config, None)
+        return HFSoftmaxAttention(
+            **_common(config), rope_theta=theta, rope_scaling=scaling, partial_rotary_factor=partial
+        )
+    if model_type == "gemma3_text":
+        theta, scaling, partial = _rope(config, layer_type)
+        return HFSoftmaxAttention(
+            **_common(config),
+            scaling=config.query_pre_attn_scalar**-0.5,
+            rope_theta=theta,
+            rope_scaling=scaling,
+            qk_norm="gemma",
+            rms_norm_eps=config.rms_norm_eps,
+            sliding_window=config.sliding_window if layer_type == "sliding_attention" else None,
+        )
+    if model_type == "gpt_oss":
+        theta, scaling, partial = _rope(config, None)
+        return HFSoftmaxAttention(
+            **_common(config),
+            rope_theta=theta,
+            rope_scaling=scaling,
+            sinks=True,
+            sliding_window=config.sliding_window if layer_type == "sliding_attention" else None,
+        )
+    if model_type in ("qwen3_next", "qwen3_5_text"):
+        if layer_type != "full_attention":
+            raise _missing(str(model_type), f"layer {layer_idx} has layer type {layer_type!r}")
+        theta, scaling, partial = _rope(config, None)
+        return HFSoftmaxAttention(
+            **_common(config),
+            rope_theta=theta,
+            rope_scaling=scaling,
+            partial_rotary_factor=partial,
+            qk_norm="gemma",
+            rms_norm_eps=config.rms_norm_eps,
+            output_gate=True,
+        )
+    if model_type == "llama4_text":
+        use_rope = bool(config.no_rope_layers[layer_idx])  # HF's name: 1 = this layer uses RoPE
+        theta, scaling, partial = _rope(config, None)
+        return HFSoftmaxAttention(
+            **_common(config),
+            rope_theta=theta if use_rope else None,
+            rope_scaling=scaling,
+            rope_interleaved=True,  # HF multiplies pairs (2i, 2i+1) as complex numbers
+            qk_norm="l2" if config.use_qk_norm else None,
+            rms_norm_eps=config.rms_norm_eps,
+            attention_chunk_size=config.attention_chunk_size if layer_type == "chunked_attention" else None,
+            attn_temperature_tuning=bool(config.attn_temperature_tuning),
+            floor_scale=config.floor_scale,
+            attn_scale=config.attn_scale,
+        )
+    raise _missing(str(model_type), f"no token mixer is built for it (covered: {', '.join(COVERED_SOFTMAX_TYPES)})")

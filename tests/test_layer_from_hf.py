@@ -1,0 +1,168 @@
+"""ac.layer_from_hf against the Hugging Face modules it mirrors, layer by layer, on tiny float64 configs.
+
+Each test runs the whole tiny HF model in float64, records what every layer's token mixer received and returned (so
+HF's own masks, windows, chunks and rotary tables decide "equal"), loads the HF module's weights into our layer
+strictly and checks prefill, decode one token at a time through an ac.KVCache, and chunked prefill.
+
+Tolerance: HF rounds through float32 on the way (rotary cos/sin tables built with ``.float()``, RMSNorm's
+``_norm(x.float())``, eager softmax ``dtype=torch.float32``); our layer stays in float64. Each of those roundings is a
+relative error of at most u = 2^-24 on a quantity of size ~1, carried to the output through the value and output
+projections, so the difference is bounded by a few u times the output's scale: ``TOL = 2^-24 · 64 · max|out|`` (64 =
+the roundings per output element — cos, sin, q, k norms, one softmax weight per key — times the at most 8 keys
+that carry weight in these 12-token runs, with room for their sum). Our own prefill, decode and chunked runs agree
+with each other to 1e-12 (float64, no rounding through float32 anywhere).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import transformers
+
+import attn_core as ac
+
+U32 = 2.0**-24
+SEQ = 12
+
+
+def _record(model, attn_modules):
+    """Forward hooks that store each attention module's hidden_states input and output."""
+    seen = {}
+
+    def hook(index):
+        def fn(module, args, kwargs, output):
+            x = kwargs.get("hidden_states", args[0] if args else None)
+            seen[index] = (x.detach().clone(), output[0].detach().clone())
+
+        return fn
+
+    handles = [m.register_forward_hook(hook(i), with_kwargs=True) for i, m in enumerate(attn_modules)]
+    return seen, handles
+
+
+def _run_hf(model_cls, config, attn_name="self_attn"):
+    torch.manual_seed(0)
+    model = model_cls(config).to(torch.float64).eval()
+    for name, param in model.named_parameters():  # norms and sinks at random values, not their zero/one init
+        if param.ndim == 1:
+            with torch.no_grad():
+                param.normal_(0.0, 0.5)
+    attn_modules = [getattr(layer, attn_name, None) for layer in model.layers]
+    seen, handles = _record(model, [m for m in attn_modules if m is not None])
+    ids = torch.randint(0, config.vocab_size, (2, SEQ))
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False)
+    for h in handles:
+        h.remove()
+    return attn_modules, seen
+
+
+def _check_layer(config, layer_idx, hf_attn, x, ref):
+    layer = ac.layer_from_hf(config, layer_idx).to(torch.float64).eval()
+    layer.load_state_dict(hf_attn.state_dict(), strict=True)
+    tol = U32 * 64 * ref.abs().max().item()
+    with torch.no_grad():
+        out = layer(x)[0]  # (B, L, hidden)
+        assert (out - ref).abs().max().item() <= tol, (layer_idx, (out - ref).abs().max().item(), tol)
+        cache = ac.KVCache()
+        steps = torch.cat([layer(x[:, t : t + 1], cache=cache)[0] for t in range(SEQ)], dim=1)
+        assert (steps - out).abs().max().item() <= 1e-12
+        for cut in ([5, 7], [3, 3, 6], [1, 10, 1]):
+            cache = ac.KVCache()
+            pieces, start = [], 0
+            for size in cut:
+                pieces.append(layer(x[:, start : start + size], cache=cache)[0])
+                start += size
+            assert (torch.cat(pieces, dim=1) - out).abs().max().item() <= 1e-12, cut
+    return layer
+
+
+def _check_model(model_cls, config):
+    config._attn_implementation = "eager"
+    config._experts_implementation = "eager"  # grouped_mm has no float64 kernel
+    attn_modules, seen = _run_hf(model_cls, config)
+    checked = 0
+    for idx, hf_attn in enumerate(attn_modules):
+        if hf_attn is None:
+            continue
+        x, ref = seen[checked]
+        _check_layer(config, idx, hf_attn, x, ref)
+        checked += 1
+    assert checked >= 2
+
+
+TINY = dict(vocab_size=64, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+
+
+def test_llama():
+    cfg = transformers.LlamaConfig(**TINY, num_hidden_layers=2, intermediate_size=64)
+    _check_model(transformers.LlamaModel, cfg)
+
+
+def test_gemma3_text_sliding_and_global():
+    cfg = transformers.Gemma3TextConfig(
+        **TINY,
+        num_hidden_layers=3,
+        intermediate_size=64,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        query_pre_attn_scalar=16,
+    )
+    _check_model(transformers.Gemma3TextModel, cfg)
+
+
+def test_gpt_oss_sinks_window_yarn():
+    cfg = transformers.GptOssConfig(
+        **TINY,
+        num_hidden_layers=2,
+        intermediate_size=32,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    _check_model(transformers.GptOssModel, cfg)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_next", "qwen3_5_text"])
+def test_qwen3_next_full_attention_layers(model_type):
+    if model_type == "qwen3_next":
+        cfg = transformers.Qwen3NextConfig(
+            **TINY,
+            num_hidden_layers=2,
+            intermediate_size=32,
+            moe_intermediate_size=16,
+            num_experts=2,
+            num_experts_per_tok=1,
+            shared_expert_intermediate_size=16,
+            layer_types=["full_attention"] * 2,
+        )
+        cls = transformers.Qwen3NextModel
+    else:
+        cfg = transformers.Qwen3_5TextConfig(
+            **TINY, num_hidden_layers=2, intermediate_size=32, layer_types=["full_attention"] * 2
+        )
+        cls = transformers.Qwen3_5TextModel
+    _check_model(cls, cfg)
+
+
+def test_llama4_chunked_nope_temperature_l2():
+    cfg = transformers.Llama4TextConfig(
+        **TINY,
+        num_hidden_layers=4,
+        intermediate_size=32,
+        intermediate_size_mlp=32,
+        num_local_experts=2,
+        attention_chunk_size=5,
+        floor_scale=3,
+        attn_scale=0.5,
+        use_qk_norm=True,
+    )
+    assert cfg.layer_types == ["chunked_attention"] * 3 + ["full_attention"]
+    _check_model(transformers.Llama4TextModel, cfg)
+
+
+def test_uncovered_type_raises():
+    cfg = transformers.MistralConfig(**TINY, num_hidden_layers=1)
+    with pytest.raises(NotImplementedError, match="mistral"):
+        ac.layer_from_hf(cfg, 0)
