@@ -26,7 +26,10 @@ COVERED_SOFTMAX_TYPES = ("llama", "gemma3_text", "gpt_oss", "llama4_text", "qwen
 
 
 def _rope(config, layer_type: str | None) -> tuple[float, dict | None, float]:
-    """``(rope_theta, scaling or None, partial_rotary_factor)`` from ``config.rope_parameters`` (per layer type for Gemma 3)."""
+    """``(rope_theta, scaling or None, partial_rotary_factor)`` from ``config.rope_parameters``.
+
+    Gemma 3 keeps one rope_parameters dict per layer type.
+    """
     params = dict(getattr(config, "rope_parameters", None) or {})
     if layer_type is not None and layer_type in params and isinstance(params[layer_type], dict):
         params = dict(params[layer_type])  # Gemma 3: {"sliding_attention": {...}, "full_attention": {...}}

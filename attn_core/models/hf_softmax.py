@@ -44,7 +44,7 @@ class OffsetRMSNorm(nn.Module):
 
 
 class ScaledRMSNorm(nn.Module):
-    """Llama-style RMSNorm ``weight · x / rms(x)`` (weight ones at init); ``with_scale=False``: no weight (Gemma 4's v_norm)."""
+    """RMSNorm ``weight · x / rms(x)`` (weight ones at init); ``with_scale=False``: no weight (Gemma 4's v_norm)."""
 
     def __init__(self, dim: int, eps: float = 1e-6, with_scale: bool = True) -> None:
         super().__init__()
@@ -63,7 +63,7 @@ def causal_chunk_window_mask(
     sliding_window: int | None = None,
     chunk_size: int | None = None,
 ) -> torch.Tensor:
-    """Boolean ``(Lq, Lk)``, True = may attend: ``k <= q``, and ``q - k < W`` with a window, ``k // C == q // C`` with chunks."""
+    """Boolean ``(Lq, Lk)``, True = may attend: ``k<=q``; ``q - k < W`` (window W); ``k // C == q // C`` (chunk C)."""
     q = query_positions[:, None]  # (Lq, 1)
     k = key_positions[None, :]  # (1, Lk)
     mask = k <= q  # (Lq, Lk) causal
