@@ -7,12 +7,14 @@ One piece because the cell conversion rules below are one contract: every notebo
 - each exercise's stub cell + hidden ``solution`` cell become ONE autograded answer cell: the lines the stub and the
   solution share stay as they are, the solution's own lines sit between ``### BEGIN SOLUTION`` / ``### END SOLUTION``
   (nbgrader replaces them by ``raise NotImplementedError  # your code here`` on release), the stub's placeholder lines
-  (``raise NotImplementedError``, ``... # your answer``) are dropped and its other lines (imports, prints) are kept;
+  (``raise NotImplementedError``, ``... # your answer``) are dropped and its other lines (imports, prints) go to a
+  read-only cell before it;
 - the solution's ``assert check_…(answer)`` becomes a read-only autograder test cell worth its points, followed by
   hidden cases (``### BEGIN HIDDEN TESTS``) from ``classroom/hidden_tests.py``;
 - every other cell is read-only, except the explorers (cells that build a ``widgets.`` explorer): students drive them;
-- written-answer questions from ``classroom/points.toml`` become manually graded markdown cells whose rubric is the
-  model answer (between the solution markers, so students never see it) and goes to ``OUT_DIR/rubric.csv``.
+- written-answer questions from the points file (``--points``; classroom/points.example.toml has two) become
+  manually graded markdown cells whose rubric is the model answer (between the solution markers, so students never
+  see it) and a row of ``OUT_DIR/rubric.csv``.
 Never edit the output by hand: rebuild it.
 """
 
@@ -252,8 +254,8 @@ c.OverwriteCells.add_missing_cells = True
 '''
 
 
-def build(out_dir: Path, lang: str) -> list[str]:
-    config = tomllib.loads((CLASSROOM / "points.toml").read_text(encoding="utf-8"))
+def build(out_dir: Path, lang: str, points_file: Path = CLASSROOM / "points.toml") -> list[str]:
+    config = tomllib.loads(points_file.read_text(encoding="utf-8"))
     points, written = config.get("points", {}), config.get("written", [])
     sources = []
     if lang in ("en", "both"):
@@ -279,8 +281,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--lang", choices=("en", "zh", "both"), default="both")
+    parser.add_argument("--points", type=Path, default=CLASSROOM / "points.toml", help="points and written questions")
     args = parser.parse_args(argv)
-    assignments = build(args.out_dir.resolve(), args.lang)
+    assignments = build(args.out_dir.resolve(), args.lang, args.points)
     print(f"{len(assignments)} assignments in {args.out_dir / 'source'}")
     return 0
 

@@ -319,9 +319,10 @@ def nbgrader(course: Path, *args: str, timeout: float = 3600) -> subprocess.Comp
     return subprocess.run(command, cwd=course, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def build(course: Path, lang: str = "both") -> None:
+def build(course: Path, lang: str = "both", points: Path | None = None) -> None:
+    extra = ["--points", str(points)] if points else []
     subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("build_course.py")), str(course), "--lang", lang],
+        [sys.executable, str(Path(__file__).with_name("build_course.py")), str(course), "--lang", lang, *extra],
         check=True,
         capture_output=True,
     )

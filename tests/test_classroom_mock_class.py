@@ -52,16 +52,21 @@ def generate(course: Path, assignment: str) -> Path:
     return next((course / "release" / assignment).glob("*.ipynb"))
 
 
-def test_course_layout(course):
+def test_course_layout(course, tmp_path):
     config = (course / "nbgrader_config.py").read_text()
+    default = mock_class.read_notebook(course / "source" / DEFAULT_ASSIGNMENT / f"{DEFAULT_ASSIGNMENT}.ipynb")
+    metas = [cell["metadata"].get("nbgrader", {}) for cell in default["cells"]]
+    assert [meta["points"] for meta in metas if meta.get("grade")] == [1, 1, 1, 1]  # one point per exercise
     assert "CourseDirectory.root" in config
     sources = sorted(p.name for p in (course / "source").iterdir())
     assert "01_scaled_dot_product_attention" in sources and "zh_01_scaled_dot_product_attention" in sources
     assert "00_start_here" not in sources and "zh_17_interview_cheat_sheet" not in sources  # no graded exercises
+    course = tmp_path / "example"  # the example points file: an override and written questions with a rubric
+    mock_class.build(course, "en", REPO / "classroom" / "points.example.toml")
     nb = mock_class.read_notebook(course / "source" / DEFAULT_ASSIGNMENT / f"{DEFAULT_ASSIGNMENT}.ipynb")
     kinds = [cell["metadata"].get("nbgrader", {}) for cell in nb["cells"]]
     tests = [meta for meta in kinds if meta.get("grade") and not meta.get("solution")]
-    assert [meta["points"] for meta in tests] == [2, 1, 1, 1]  # points.toml: check_attention is worth 2
+    assert [meta["points"] for meta in tests] == [2, 1, 1, 1]  # the example makes check_attention worth 2
     assert all(meta["locked"] for meta in tests)
     assert any(meta.get("solution") and meta.get("grade") for meta in kinds)  # the written answer, graded by hand
     rubric = list(csv.DictReader(open(course / "rubric.csv", encoding="utf-8")))
