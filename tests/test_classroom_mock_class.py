@@ -169,7 +169,7 @@ def grade_class(course: Path, assignment: str, only: set | None):
     rows = mock_class.export_grades(course)
     by_student = {row["student_id"]: row for row in rows if row["assignment"] == assignment}
     full = sum(points.values())
-    assert float(by_student["perfect"]["raw_score"]) == full
+    assert float(by_student["perfect"]["raw_score"]) == full == float(by_student["perfect"]["max_score"])
     assert float(by_student["blank"]["raw_score"]) == 0
     return seconds, len(students)
 
