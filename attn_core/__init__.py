@@ -60,6 +60,7 @@ from attn_core.positions.rope import apply_rope, rope_angles
 from attn_core.positions.rope_scaling import rope_frequencies
 from attn_core.serving import ServingEngine
 from attn_core.variants.differential_attention import DifferentialAttention
+from attn_core.viz.figure_scale import set_figure_scale
 from attn_core.viz.localize import localize_figure
 from attn_core.viz.plotting import plot_attention
 
@@ -88,6 +89,7 @@ __all__ = [
     "plot_attention",
     "load_minilm",
     "set_language",
+    "set_figure_scale",
     "get_language",
     "load_gemma3",
     "layer_from_hf",

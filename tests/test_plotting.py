@@ -370,3 +370,31 @@ def test_the_hidden_values_note_fits_even_a_small_figure():
     fig = ac.plot_attention(random_weights(16, 16), panel_size=1.5, annotate=True)
     (note,) = labels(fig, "note")
     assert note.x + text_width(note.text, note.size) <= fig.get_figwidth()
+
+
+def test_set_figure_scale_makes_ipython_show_plain_figures_larger():
+    """The PNG a notebook shows for a returned Figure is drawn at dpi x scale (IPython's formatter), then restored."""
+    import base64
+    import functools
+    import struct
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import print_figure
+
+    shell = InteractiveShell.instance()
+    png_formatter = shell.display_formatter.formatters["image/png"]
+    png_formatter.for_type(Figure, functools.partial(print_figure, fmt="png", base64=True))  # as matplotlib-inline
+    figure = ac.plot_attention(torch.full((4, 4), 0.25))
+
+    def shown_width() -> int:
+        data, _ = shell.display_formatter.format(figure)
+        return struct.unpack(">I", base64.b64decode(data["image/png"])[16:20])[0]
+
+    plain = shown_width()
+    ac.set_figure_scale(2.0)
+    try:
+        doubled = shown_width()
+    finally:
+        ac.set_figure_scale(1.0)
+    assert doubled == pytest.approx(2 * plain, abs=3)  # a tight box: a pixel or two of rounding per side
+    assert shown_width() == plain

@@ -196,3 +196,62 @@ def test_figure_png_is_the_figure_pixel_for_pixel():
     canvas.draw()
     np.testing.assert_array_equal(decoded, np.asarray(canvas.buffer_rgba()))
     assert decoded.shape[1] == int(figure.get_figwidth() * figure.dpi)  # Agg truncates to whole pixels
+
+
+# ------------------------------------------------------------------ without a kernel, and the notebook's figure scale
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    import struct
+
+    return struct.unpack(">II", png[16:24])
+
+
+@pytest.mark.parametrize("factory", [widgets.temperature_explorer, widgets.mask_explorer])
+def test_explorer_output_carries_a_static_fallback_next_to_the_widget_view(factory):
+    import base64
+
+    explorer = factory()
+    bundle = explorer._repr_mimebundle_()
+    assert WIDGET_VIEW in bundle  # a live front end still gets the widget (it outranks every other type)
+    png = base64.b64decode(bundle["image/png"])
+    assert png == explorer.image.value  # the figure of the state it was displayed in
+    assert "Static figure at the default settings" in bundle["text/plain"]
+    assert "temperature" in bundle["text/plain"] or "mask" in bundle["text/plain"]  # names its own controls
+    assert bundle["image/png"] in bundle["text/html"]
+    assert f'width="{_png_size(png)[0]}"' in bundle["text/html"]  # shown at its stored pixel size
+    assert "JupyterLab" in bundle["text/html"]
+
+
+def test_explorer_fallback_line_is_translated():
+    ac.set_language("zh")
+    try:
+        line = widgets.temperature_explorer()._repr_mimebundle_()["text/plain"]
+    finally:
+        ac.set_language("en")
+    assert line.startswith("默认设置下的静态图") and "温度" in line
+
+
+def test_set_figure_scale_enlarges_explorer_figures_and_keeps_the_saved_resolution():
+    before = _png_size(widgets.temperature_explorer().image.value)
+    ac.set_figure_scale(1.5)
+    try:
+        explorer = widgets.temperature_explorer()
+        after = _png_size(explorer.image.value)
+        assert explorer.figure.dpi == ac.plot_attention(torch.eye(3)).dpi  # the figure object is not changed
+    finally:
+        ac.set_figure_scale(1.0)
+    assert after[0] == pytest.approx(1.5 * before[0], abs=2) and after[1] == pytest.approx(1.5 * before[1], abs=2)
+    assert _png_size(widgets.temperature_explorer().image.value) == before
+
+
+@pytest.mark.parametrize("bad", [0.1, 10, float("nan")])
+def test_set_figure_scale_rejects_a_scale_out_of_range(bad):
+    with pytest.raises((ValueError, TypeError), match="set_figure_scale"):
+        ac.set_figure_scale(bad)
+
+
+def test_set_figure_scale_rejects_a_non_number():
+    with pytest.raises(TypeError, match="must be a number"):
+        ac.set_figure_scale("1.5")

@@ -307,4 +307,11 @@ CATALOG = [
     *EXPLAIN_MLA,
     *EXPLAIN_HEAD_VIEW,
     *ERRORS,
+    # the line stored under every explorer's static figure (Explorer.fallback_line; the labels are already Chinese)
+    (
+        r"Static figure at the default settings\. With a running kernel \(JupyterLab, see the README's Quick "
+        r"start\) the controls \((?P<controls>.*)\) redraw it live\.",
+        "默认设置下的静态图。在运行中的内核里（JupyterLab，见 README 的“快速开始”），"
+        "控件（{controls}）会实时重绘这张图。",
+    ),
 ]

@@ -17,9 +17,11 @@ directly.
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 import re
+import struct
 from pathlib import Path
 
 import torch
@@ -28,6 +30,7 @@ from matplotlib.figure import Figure
 from attn_core import i18n
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.masks import causal_mask, padding_mask, prefix_lm_mask, sliding_window_mask
+from attn_core.viz.figure_scale import figure_scale
 from attn_core.viz.plotting import plot_attention
 from attn_core.viz.png import figure_png
 
@@ -52,6 +55,31 @@ SENTENCE = (
 ).split()
 
 _STYLE = {"description_width": "initial"}
+
+# Stored under every explorer for readers without a kernel (Explorer._repr_mimebundle_); zh: attn_core/i18n/zh_viz.py
+FALLBACK_LINE = (
+    "Static figure at the default settings. With a running kernel (JupyterLab, see the README's Quick start) "
+    "the controls ({controls}) redraw it live."
+)
+
+
+def _scaled_figure_png(figure: Figure) -> bytes:
+    """The explorer's PNG at the notebook's figure scale (ac.set_figure_scale): more pixels, shown larger."""
+    scale = figure_scale()
+    if scale == 1.0:
+        return figure_png(figure)
+    dpi = figure.dpi
+    figure.set_dpi(dpi * scale)
+    try:
+        return figure_png(figure)
+    finally:
+        figure.set_dpi(dpi)  # the figure object (saved by "Save PNG") keeps its own resolution
+
+
+def _png_width(png: bytes) -> int:
+    """The pixel width of PNG bytes (IHDR: the first chunk): the fallback is shown at its stored size."""
+    return struct.unpack(">I", png[16:20])[0]
+
 
 MASK_KINDS = ("none", "causal", "padding", "causal + padding", "sliding window", "prefix-LM")
 
@@ -326,7 +354,7 @@ class Explorer:
             return
         self.error = None
         self.figure = figure
-        self.image.value = figure_png(figure)
+        self.image.value = _scaled_figure_png(figure)
         self.explanation.value = html.escape(i18n.translate(text))  # the one place every explorer's line is shown
 
     def save(self, fmt: str) -> Path:
@@ -341,10 +369,34 @@ class Explorer:
         self.status.value = f"{saved} <code>{html.escape(str(path))}</code>"
         return path
 
-    def _ipython_display_(self):
-        from IPython.display import display
+    def fallback_line(self) -> str:
+        """The line under the static figure: what the controls would change, and where to move them."""
+        own = [c.description for key, c in self.controls.items() if key not in self.DISPLAY and c.description]
+        line = FALLBACK_LINE.format(controls=", ".join(own) or "size, font")
+        return i18n.translate(line)
 
-        display(self.widget)
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The live widget for a kernel, plus a static fallback for every front end without one.
+
+        One output whose bundle holds the widget view and the figure of the current (default) state: JupyterLab
+        and other widget-aware front ends render the widget (it outranks the others) and show no duplicate;
+        without a widget manager (GitHub, VS Code's viewer, the book site, nbconvert when no widget state is
+        stored) the next type is shown: text/html (the figure and a line saying what the controls would change
+        and where to run them), then image/png, then text/plain (that line).
+        """
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude))
+        line = self.fallback_line()
+        if self.image.value:
+            png = base64.b64encode(self.image.value).decode("ascii")
+            width = _png_width(self.image.value)
+            bundle["image/png"] = png
+            bundle["text/html"] = (
+                f'<figure class="attn-explorer-fallback" style="margin:0">'
+                f'<img src="data:image/png;base64,{png}" width="{width}" style="max-width:100%;height:auto" '
+                f'alt="{html.escape(line)}"><figcaption><i>{html.escape(line)}</i></figcaption></figure>'
+            )
+        bundle["text/plain"] = line
+        return bundle
 
 
 def _head_selector(num_heads_control):
