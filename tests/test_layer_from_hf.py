@@ -163,6 +163,72 @@ def test_llama4_chunked_nope_temperature_l2():
     _check_model(transformers.Llama4TextModel, cfg, exact_layers=(3,))
 
 
+def test_diffllama():
+    cfg = transformers.DiffLlamaConfig(**TINY, num_hidden_layers=2, intermediate_size=32, lambda_std_dev=0.3)
+    _check_model(transformers.DiffLlamaModel, cfg)
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 12])
+@pytest.mark.parametrize("rope_interleave", [True, False])
+def test_deepseek_v3_mla(q_lora_rank, rope_interleave):
+    cfg = transformers.DeepseekV3Config(
+        vocab_size=64,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=2,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_group=1,
+        topk_group=1,
+        first_k_dense_replace=1,
+        q_lora_rank=q_lora_rank,
+        kv_lora_rank=10,
+        qk_nope_head_dim=6,
+        qk_rope_head_dim=4,
+        v_head_dim=5,
+        rope_interleave=rope_interleave,
+    )
+    _check_model(transformers.DeepseekV3Model, cfg)
+
+
+def test_deepseek_v3_yarn_mscale():
+    rope = {
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 8,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+    }
+    cfg = transformers.DeepseekV3Config(
+        vocab_size=64,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=2,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_group=1,
+        topk_group=1,
+        first_k_dense_replace=1,
+        q_lora_rank=12,
+        kv_lora_rank=10,
+        qk_nope_head_dim=6,
+        qk_rope_head_dim=4,
+        v_head_dim=5,
+        rope_parameters=rope,
+        max_position_embeddings=32,
+    )
+    _check_model(transformers.DeepseekV3Model, cfg)
+
+
 def test_uncovered_type_raises():
     cfg = transformers.MistralConfig(**TINY, num_hidden_layers=1)
     with pytest.raises(NotImplementedError, match="mistral"):

@@ -22,7 +22,16 @@ __all__ = ["layer_from_hf", "COVERED_SOFTMAX_TYPES"]
 # Linear / SSM mixers (another module builds them): (model type, layer kind) pairs served by linear_layer_from_hf.
 _LINEAR_KINDS = {"linear_attention", "mamba", "ssm", "lightning"}
 
-COVERED_SOFTMAX_TYPES = ("llama", "gemma3_text", "gpt_oss", "llama4_text", "qwen3_next", "qwen3_5_text")
+COVERED_SOFTMAX_TYPES = (
+    "llama",
+    "gemma3_text",
+    "gpt_oss",
+    "llama4_text",
+    "qwen3_next",
+    "qwen3_5_text",
+    "diffllama",
+    "deepseek_v3",
+)
 
 
 def _rope(config, layer_type: str | None) -> tuple[float, dict | None, float]:
@@ -61,6 +70,26 @@ def _common(config) -> dict:
 
 def _missing(model_type: str, what: str) -> NotImplementedError:
     return NotImplementedError(f"layer_from_hf does not cover model type {model_type!r}: {what}.")
+
+
+def _mla(config) -> nn.Module:
+    from attn_core.models.hf_mla import HFLatentAttention
+
+    theta, scaling, _ = _rope(config, None)
+    return HFLatentAttention(
+        config.hidden_size,
+        config.num_attention_heads,
+        q_lora_rank=config.q_lora_rank,
+        kv_lora_rank=config.kv_lora_rank,
+        qk_nope_head_dim=config.qk_nope_head_dim,
+        qk_rope_head_dim=config.qk_rope_head_dim,
+        v_head_dim=config.v_head_dim,
+        attention_bias=bool(getattr(config, "attention_bias", False)),
+        rope_theta=theta,
+        rope_scaling=scaling,
+        rope_interleave=bool(getattr(config, "rope_interleave", False)),
+        rms_norm_eps=config.rms_norm_eps,
+    )
 
 
 def layer_from_hf(config, layer_idx: int) -> nn.Module:
@@ -145,4 +174,17 @@ def layer_from_hf(config, layer_idx: int) -> nn.Module:
             floor_scale=config.floor_scale,
             attn_scale=config.attn_scale,
         )
+    if model_type == "diffllama":
+        from attn_core.models.hf_diff import HFDiffLlamaAttention
+
+        theta, scaling, _ = _rope(config, None)
+        return HFDiffLlamaAttention(
+            **_common(config),
+            rope_theta=theta,
+            rope_scaling=scaling,
+            layer_idx=layer_idx,
+            rms_norm_eps=config.rms_norm_eps,
+        )
+    if model_type == "deepseek_v3":
+        return _mla(config)
     raise _missing(str(model_type), f"no token mixer is built for it (covered: {', '.join(COVERED_SOFTMAX_TYPES)})")

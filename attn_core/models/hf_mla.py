@@ -1,0 +1,127 @@
+"""DeepSeek-V3's multi-head latent attention with Hugging Face parameter names, for ``ac.layer_from_hf``.
+
+Same math as the series' ``ac.MultiHeadLatentAttention`` (notebook on MLA), laid out as ``DeepseekV3Attention`` so a
+HF state dict loads strictly: ``q_a_proj -> q_a_layernorm -> q_b_proj`` (or one ``q_proj`` without a query rank),
+``kv_a_proj_with_mqa`` giving the latent ``c (kv_lora_rank)`` and one shared rotary key ``(qk_rope_head_dim)``,
+``kv_a_layernorm``, ``kv_b_proj`` expanding the latent into per-head no-position keys and values, ``o_proj``.
+The ``ac.KVCache`` holds what MLA is for: the normalised latent (as "keys", ``(B, 1, T, r)``) and the rotated shared
+key (as "values", ``(B, 1, T, dr)``), expanded per head at every call.
+
+RoPE: ``rope_interleave=True`` pairs features ``(2i, 2i+1)`` (HF returns them de-interleaved, a fixed permutation of
+both q and k that leaves q·k unchanged). Softmax scale ``qk_head_dim^-0.5`` times YaRN's ``mscale²`` when
+``mscale_all_dim`` is set, as HF's ``yarn_apply_mscale``. RMSNorms compute in the input dtype (HF: float32).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from attn_core.attention import scaled_dot_product_attention
+from attn_core.caches.kv_cache import KVCache
+from attn_core.models.hf_softmax import ScaledRMSNorm, causal_chunk_window_mask
+from attn_core.positions.rope import apply_rope
+
+__all__ = ["HFLatentAttention", "yarn_softmax_scale"]
+
+
+def yarn_softmax_scale(qk_head_dim: int, rope_scaling: dict | None) -> float:
+    """``qk_head_dim^-0.5``, times ``(0.1 · mscale_all_dim · ln(factor) + 1)²`` for YaRN with ``mscale_all_dim``."""
+    scale = qk_head_dim**-0.5
+    if rope_scaling and rope_scaling.get("mscale_all_dim") and rope_scaling["factor"] > 1:
+        mscale = 0.1 * rope_scaling["mscale_all_dim"] * math.log(rope_scaling["factor"]) + 1.0
+        scale = scale * mscale * mscale
+    return scale
+
+
+class HFLatentAttention(nn.Module):
+    """MLA; ``forward(x, *, positions=None, cache=None) -> (out (B, L, hidden), weights (B, H, L, T))``."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_attention_heads: int,
+        *,
+        q_lora_rank: int | None,
+        kv_lora_rank: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        attention_bias: bool = False,
+        rope_theta: float = 10000.0,
+        rope_scaling: dict | None = None,
+        rope_interleave: bool = True,
+        rms_norm_eps: float = 1e-6,
+        scaling: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.num_heads = num_attention_heads
+        self.q_lora_rank = q_lora_rank
+        self.kv_lora_rank = kv_lora_rank
+        self.qk_nope_head_dim = qk_nope_head_dim
+        self.qk_rope_head_dim = qk_rope_head_dim
+        self.v_head_dim = v_head_dim
+        self.qk_head_dim = qk_nope_head_dim + qk_rope_head_dim
+        self.rope_theta = rope_theta
+        self.rope_scaling = rope_scaling
+        self.rope_interleave = rope_interleave
+        self.scaling = yarn_softmax_scale(self.qk_head_dim, rope_scaling) if scaling is None else scaling
+        heads_qk = num_attention_heads * self.qk_head_dim
+        if q_lora_rank is None:
+            self.q_proj = nn.Linear(hidden_size, heads_qk, bias=False)  # hidden -> H·(dn + dr)
+        else:
+            self.q_a_proj = nn.Linear(hidden_size, q_lora_rank, bias=attention_bias)  # hidden -> rq
+            self.q_a_layernorm = ScaledRMSNorm(q_lora_rank, rms_norm_eps)
+            self.q_b_proj = nn.Linear(q_lora_rank, heads_qk, bias=False)  # rq -> H·(dn + dr)
+        self.kv_a_proj_with_mqa = nn.Linear(hidden_size, kv_lora_rank + qk_rope_head_dim, bias=attention_bias)
+        self.kv_a_layernorm = ScaledRMSNorm(kv_lora_rank, rms_norm_eps)
+        self.kv_b_proj = nn.Linear(kv_lora_rank, num_attention_heads * (qk_nope_head_dim + v_head_dim), bias=False)
+        self.o_proj = nn.Linear(num_attention_heads * v_head_dim, hidden_size, bias=attention_bias)
+
+    def _rope(self, t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return apply_rope(
+            t, positions, base=self.rope_theta, scaling=self.rope_scaling, interleaved=self.rope_interleave
+        )
+
+    def forward(
+        self, x: torch.Tensor, *, positions: torch.Tensor | None = None, cache: KVCache | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.hidden_size:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (batch, seq_len, hidden_size={self.hidden_size}), got {got}.")
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be an ac.KVCache() (one per layer), got {type(cache).__name__}.")
+        batch, q_len, _ = x.shape
+        start = len(cache) if cache is not None else 0
+        if positions is None:
+            positions = torch.arange(start, start + q_len, device=x.device)  # (L,)
+        positions = torch.as_tensor(positions, device=x.device)
+        rope_pos = positions if positions.ndim == 1 else positions[:, None, :]  # (L,) or (B, 1, L)
+
+        if self.q_lora_rank is None:
+            q = self.q_proj(x)  # (B, L, H·dq)
+        else:
+            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))  # (B, L, H·dq)
+        q = q.view(batch, q_len, self.num_heads, self.qk_head_dim).transpose(1, 2)  # (B, H, L, dn + dr)
+        q_nope, q_rot = q.split([self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)  # (B, H, L, dn), (.., dr)
+        latent, k_rot = self.kv_a_proj_with_mqa(x).split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+        latent = self.kv_a_layernorm(latent)[:, None]  # (B, 1, L, r)
+        k_rot = self._rope(k_rot[:, None], rope_pos)  # (B, 1, L, dr): one rotary key shared by every head
+        q_rot = self._rope(q_rot, rope_pos)  # (B, H, L, dr)
+        if cache is not None:
+            cache.bind(self)
+            latent, k_rot = cache.update(latent, k_rot)  # (B, 1, T, r), (B, 1, T, dr): the latent is the cache
+        total = latent.shape[-2]
+        kv = self.kv_b_proj(latent[:, 0]).view(batch, total, self.num_heads, -1).transpose(1, 2)  # (B, H, T, dn+dv)
+        k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)  # (B, H, T, dn), (B, H, T, dv)
+        k = torch.cat([k_nope, k_rot.expand(-1, self.num_heads, -1, -1)], dim=-1)  # (B, H, T, dn + dr)
+        q = torch.cat([q_nope, q_rot], dim=-1)  # (B, H, L, dn + dr)
+        mask = causal_chunk_window_mask(
+            torch.arange(start, start + q_len, device=x.device), torch.arange(total, device=x.device)
+        )  # (L, T)
+        out, weights = scaled_dot_product_attention(q, k, v, mask, scale=self.scaling)  # (B, H, L, dv)
+        out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.v_head_dim)  # (B, L, H·dv)
+        return self.o_proj(out), weights  # (B, L, hidden), (B, H, L, T)
