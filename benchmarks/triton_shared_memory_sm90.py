@@ -16,8 +16,8 @@ Measured (triton 3.9.0, float16 inputs, causal, triton's default 4 warps and 3 s
     256  128      192       290    256
 
 So at the default ``block_size=64`` every kernel fits for every allowed D, and D = 256 with tiles of 128 does not
-(the backward's two kernels exceed 227 KB): ``ac.triton_attention`` falls back to 64 there. 20 min of CPU time on a
-loaded 2-core machine (the D = 256, block 128 kernels take most of it).
+(the backward's two kernels exceed 227 KB): ``ac.triton_attention`` falls back to 64 there. About
+11 min of wall time on a loaded 2-core machine (the D = 256, block 128 kernels take most of it).
 """
 
 from __future__ import annotations
