@@ -42,6 +42,8 @@ from attn_core.layers import GroupedQueryAttention, MultiHeadAttention, MultiQue
 from attn_core.linear.gated_deltanet import GatedDeltaNet, LinearAttentionCache
 from attn_core.linear.kda import KimiDeltaAttention, kda_rule
 from attn_core.linear.linear_attention import gated_delta_rule, linear_attention
+from attn_core.linear.mamba2 import Mamba2Mixer
+from attn_core.linear.ssd import ssd, ssd_as_attention, ssd_decay_mask
 from attn_core.masks import (
     causal_mask,
     mask_from_additive,
@@ -102,6 +104,10 @@ __all__ = [
     "gated_delta_rule",
     "linear_attention",
     "GatedDeltaNet",
+    "ssd",
+    "ssd_as_attention",
+    "ssd_decay_mask",
+    "Mamba2Mixer",
     "kda_rule",
     "KimiDeltaAttention",
     "LinearAttentionCache",
