@@ -41,6 +41,7 @@ from attn_core.i18n import get_language, localize, set_language
 from attn_core.layers import GroupedQueryAttention, MultiHeadAttention, MultiQueryAttention
 from attn_core.linear.gated_deltanet import GatedDeltaNet, LinearAttentionCache
 from attn_core.linear.kda import KimiDeltaAttention, kda_rule
+from attn_core.linear.lightning import LightningAttention, lightning_attention, lightning_slopes
 from attn_core.linear.linear_attention import gated_delta_rule, linear_attention
 from attn_core.linear.mamba2 import Mamba2Mixer
 from attn_core.linear.ssd import ssd, ssd_as_attention, ssd_decay_mask
@@ -110,6 +111,9 @@ __all__ = [
     "Mamba2Mixer",
     "kda_rule",
     "KimiDeltaAttention",
+    "lightning_attention",
+    "lightning_slopes",
+    "LightningAttention",
     "LinearAttentionCache",
     "triton_attention",
     "sparse_attention",
