@@ -22,7 +22,8 @@ __all__ = ["lightning_attention", "lightning_slopes", "LightningAttention"]
 
 def lightning_slopes(num_heads: int, layer_idx: int = 0, num_layers: int = 1) -> torch.Tensor:
     """MiniMax's decay slopes ``(H,)`` in float64: ``2^(−8 (h+1) / H)`` times
-    ``1 − layer_idx / (num_layers − 1) + 1e-5`` (HF's formula, its 1e-5 guards included): deeper layers decay slower, so they look further back."""
+    ``1 − layer_idx / (num_layers − 1) + 1e-5`` (HF's formula, its 1e-5 guards included):
+    deeper layers decay slower, so they look further back."""
     base = 1 / (2 ** (8 / num_heads))
     exponent = torch.arange(num_heads, dtype=torch.float64) + 1
     return base**exponent * (1 - layer_idx / (num_layers - 1 + 1e-5) + 1e-5)  # (H,)
