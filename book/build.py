@@ -44,6 +44,12 @@ def series(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("[0-9][0-9]*.ipynb"))
 
 
+def is_live_widget(output: dict) -> bool:
+    """A widget view of a real model (the fallback's own view has model_id "": no widget, only its figure)."""
+    view = output.get("data", {}).get(WIDGET)
+    return isinstance(view, dict) and view.get("model_id") != ""
+
+
 def page_name(stem: str) -> str:
     return "index" if stem == LANDING else stem
 
@@ -78,6 +84,8 @@ def stage_notebook(src: Path, lang: str, order: list[str]) -> dict:
         if any(WIDGET in out.get("data", {}) for out in cell.get("outputs", [])):
             # marks the cell in the page (class tag_explorer) for the browser test of the static fallback
             cell["metadata"]["tags"] = tags = [*tags, "explorer"]
+            # the live widget cannot run in a static page: keep only its stored fallback (Explorer.fallback_bundle)
+            cell["outputs"] = [out for out in cell["outputs"] if not is_live_widget(out)]
         if "solution" in tags:
             cell["metadata"]["tags"] = [*tags, "hide-cell"]
             cell["metadata"]["mystnb"] = {"code_prompt_show": show, "code_prompt_hide": hide}

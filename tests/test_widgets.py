@@ -209,12 +209,19 @@ def _png_size(png: bytes) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("factory", [widgets.temperature_explorer, widgets.mask_explorer])
-def test_explorer_output_carries_a_static_fallback_next_to_the_widget_view(factory):
+def test_explorer_displays_a_static_fallback_next_to_the_widget_view(factory, monkeypatch):
     import base64
 
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kwargs: shown.append((obj, kwargs)))
     explorer = factory()
-    bundle = explorer._repr_mimebundle_()
-    assert WIDGET_VIEW in bundle  # a live front end still gets the widget (it outranks every other type)
+    explorer._ipython_display_()
+    (widget, _), (bundle, kwargs) = shown
+    assert widget is explorer.widget  # a live front end gets the widget ...
+    assert kwargs == {"raw": True, "metadata": {widgets.FALLBACK_MARK: True}}
+    assert bundle[WIDGET_VIEW]["model_id"] == ""  # ... and ipywidgets' Lab renderer hides a view of no model
     png = base64.b64decode(bundle["image/png"])
     assert png == explorer.image.value  # the figure of the state it was displayed in
     assert "Static figure at the default settings" in bundle["text/plain"]
@@ -227,7 +234,7 @@ def test_explorer_output_carries_a_static_fallback_next_to_the_widget_view(facto
 def test_explorer_fallback_line_is_translated():
     ac.set_language("zh")
     try:
-        line = widgets.temperature_explorer()._repr_mimebundle_()["text/plain"]
+        line = widgets.temperature_explorer().fallback_bundle()["text/plain"]
     finally:
         ac.set_language("en")
     assert line.startswith("默认设置下的静态图") and "温度" in line

@@ -56,7 +56,9 @@ SENTENCE = (
 
 _STYLE = {"description_width": "initial"}
 
-# Stored under every explorer for readers without a kernel (Explorer._repr_mimebundle_); zh: attn_core/i18n/zh_viz.py
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+FALLBACK_MARK = "attn_core_explorer_fallback"  # output metadata key of the fallback (book and browser tests find it)
+# Stored under every explorer for readers without a kernel (Explorer.fallback_bundle); zh: attn_core/i18n/zh_viz.py
 FALLBACK_LINE = (
     "Static figure at the default settings. With a running kernel (JupyterLab, see the README's Quick start) "
     "the controls ({controls}) redraw it live."
@@ -375,40 +377,45 @@ class Explorer:
         line = FALLBACK_LINE.format(controls=", ".join(own) or "size, font")
         return i18n.translate(line)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """The live widget for a kernel, plus a static fallback for every front end without one.
+    def fallback_bundle(self) -> dict:
+        """The static fallback stored next to the widget: what a front end without a kernel shows.
 
-        One output whose bundle holds the widget view and the figure of the current (default) state: JupyterLab
-        and other widget-aware front ends render the widget (it outranks the others) and show no duplicate;
-        without a widget manager (GitHub, VS Code's viewer, the book site, nbconvert when no widget state is
-        stored) the next type is shown: text/html (the figure and a line saying what the controls would change
-        and where to run them), then image/png, then text/plain (that line).
+        The figure of the current (default) state as text/html (with the line saying what the controls would
+        change and where to run them), image/png and text/plain (the line). It also holds a widget view of no
+        model (``model_id ""``), which ipywidgets' JupyterLab renderer hides, so a live Lab shows only the widget;
+        nbconvert, GitHub, VS Code's viewer and the book have no such model and show the figure.
         """
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude))
         line = self.fallback_line()
+        bundle = {WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": ""}, "text/plain": line}
         if self.image.value:
             png = base64.b64encode(self.image.value).decode("ascii")
-            width = _png_width(self.image.value)
             bundle["image/png"] = png
             bundle["text/html"] = (
                 f'<figure class="attn-explorer-fallback" style="margin:0">'
-                f'<img src="data:image/png;base64,{png}" width="{width}" style="max-width:100%;height:auto" '
-                f'alt="{html.escape(line)}"><figcaption><i>{html.escape(line)}</i></figcaption></figure>'
+                f'<img src="data:image/png;base64,{png}" width="{_png_width(self.image.value)}" '
+                f'style="max-width:100%;height:auto" alt="{html.escape(line)}">'
+                f"<figcaption><i>{html.escape(line)}</i></figcaption></figure>"
             )
-        bundle["text/plain"] = line
         return bundle
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+        display(self.fallback_bundle(), raw=True, metadata={FALLBACK_MARK: True})
 
 
 def _head_selector(num_heads_control):
     """A head dropdown ("all" or one head) that follows the number of heads."""
     import ipywidgets as widgets
 
-    selector = widgets.Dropdown(description="head", options=["all"], value="all")
+    every_head = (i18n.translate("all"), "all")  # the value stays "all"; its label follows set_language
+    selector = widgets.Dropdown(description="head", options=[every_head], value="all")
 
     def refresh(_=None):
-        options = ["all", *range(num_heads_control.value)]
+        options = [every_head, *((str(h), h) for h in range(num_heads_control.value))]
         selector.options = options
-        if selector.value not in options:
+        if selector.value not in [value for _, value in options]:
             selector.value = "all"
 
     refresh()
