@@ -1,0 +1,175 @@
+"""The lecture decks fit a projector: at 1280×720 no slide is cut off at the right and only a listed few scroll.
+
+Each deck of the curated lectures (01–05, 06b, 09b, English and Chinese) is built with slides/build.py and opened
+in headless Chromium at 1280×720 with every non-file request aborted. Every slide (``Reveal.getSlides()``) is shown
+in turn, all its fragments revealed, and measured in layout pixels (reveal.js scales the whole slide with one
+transform, so layout sizes compare directly with the configured slide size):
+
+- **too wide**: the slide's content is wider than the slide, or an element that clips or scrolls horizontally (a
+  code block, an output ``<pre>``, a table) holds more than it shows: code cut off at the right;
+- **scrolls**: the slide's content is taller than the slide (the template then gives it a vertical scroll bar).
+
+``ALLOWED_TO_SCROLL`` names the slides that may scroll, each with its reason; every other slide must fit.
+Run as a script to print the numbers of any decks: ``python tests/test_slides_fit.py notebooks/12d_*.ipynb``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VIEWPORT = {"width": 1280, "height": 720}
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+REVEAL = "require('vendor/reveal.js/dist/reveal.js')"
+
+# The decks curated as lectures (issue #36 §2). 12c and 12d are curated separately and join this list then.
+LECTURES = [
+    "01_scaled_dot_product_attention",
+    "02_multi_head_attention",
+    "03_multi_query_attention",
+    "04_grouped_query_attention",
+    "05_masks_and_dropout",
+    "06b_long_context_rope_scaling",
+    "09b_sparse_attention_deepseek",
+]
+
+# deck stem (".zh" for the Chinese twin) -> {slide title prefix: why it may scroll}. Kept short on purpose.
+ALLOWED_TO_SCROLL: dict[str, dict[str, str]] = {}
+
+# One pass over every slide; returns a list of {index, title, width, height, scroll_height, cut: [...]}.
+MEASURE_JS = """([width, height]) => {
+    const reveal = %s;
+    const results = [];
+    reveal.getSlides().forEach((slide) => {
+        const idx = reveal.getIndices(slide);
+        reveal.slide(idx.h, idx.v, 1e6);  // the slide, every fragment shown
+        slide.querySelectorAll('.fragment').forEach((f) => f.classList.add('visible'));
+        const cut = [];
+        slide.querySelectorAll('pre, code, table, .jp-OutputArea-output, .jp-RenderedHTMLCommon, img, mjx-container, .MathJax_CHTML, .mjx-chtml').forEach((el) => {
+            const style = getComputedStyle(el);
+            const clips = style.overflowX !== 'visible';
+            const over = el.scrollWidth - el.clientWidth;
+            if (clips && el.clientWidth > 0 && over > 1) {
+                cut.push(el.tagName.toLowerCase() + ' ' + el.scrollWidth + '>' + el.clientWidth + ': ' + (el.textContent || '').trim().slice(0, 50));
+            }
+        });
+        // content wider than the slide itself (anything that pokes out at the right)
+        const left = slide.getBoundingClientRect().left;
+        const scale = slide.getBoundingClientRect().width / slide.offsetWidth || 1;
+        let widest = 0;
+        slide.querySelectorAll('*').forEach((el) => {
+            const r = el.getBoundingClientRect();
+            if (r.width > 0 && getComputedStyle(el).visibility !== 'hidden') widest = Math.max(widest, (r.right - left) / scale);
+        });
+        if (widest > width + 1) cut.push('content ' + Math.round(widest) + ' px wide > slide ' + width);
+        const heading = slide.querySelector('h1, h2, h3, h4');
+        results.push({
+            h: idx.h, v: idx.v,
+            title: (heading ? heading.textContent : (slide.textContent || '')).trim().replace(/\\s+/g, ' ').replace(/¶$/, '').slice(0, 60),
+            scroll_height: slide.scrollHeight,
+            cut,
+        });
+    });
+    return results;
+}""" % REVEAL
+
+
+def _load_build():
+    spec = importlib.util.spec_from_file_location("slides_build", REPO / "slides" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build = _load_build()
+
+
+def measure(browser, deck: Path) -> tuple[list[dict], list[str]]:
+    """Every slide of ``deck`` at 1280×720 offline; returns (slides, network requests that had to be blocked)."""
+    blocked: list[str] = []
+    context = browser.new_context(viewport=VIEWPORT, offline=True)
+    try:
+        context.set_default_timeout(30_000)
+        page = context.new_page()
+
+        def route(r) -> None:
+            if r.request.url.startswith(LOCAL_SCHEMES):
+                r.continue_()
+            else:
+                blocked.append(r.request.url)
+                r.abort()
+
+        page.route("**/*", route)
+        page.goto(deck.as_uri())
+        page.wait_for_function(f"() => {{ try {{ return {REVEAL}.isReady(); }} catch (e) {{ return false; }} }}")
+        page.wait_for_function("() => !window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0")
+        config = page.evaluate(f"[{REVEAL}.getConfig().width, {REVEAL}.getConfig().height]")
+        slides = page.evaluate(MEASURE_JS, config)
+        for slide in slides:
+            slide["scrolls"] = slide["scroll_height"] > config[1] + 1
+        return slides, blocked
+    finally:
+        context.close()
+
+
+def summary(name: str, slides: list[dict]) -> str:
+    wide = [s for s in slides if s["cut"]]
+    tall = [s for s in slides if s["scrolls"]]
+    return f"{name}: {len(slides)} slides, {len(tall)} scroll, {len(wide)} too wide (code cut at the right)"
+
+
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory: pytest.TempPathFactory, skip_or_fail) -> Path:
+    if not build.NODE_MODULES.is_dir() and shutil.which("npm") is None:
+        skip_or_fail(f"{build.NODE_MODULES} is missing and there is no npm to run `npm ci`")
+    out = tmp_path_factory.mktemp("slides_fit")
+    english = [REPO / "notebooks" / f"{stem}.ipynb" for stem in LECTURES]
+    chinese = [REPO / "notebooks" / "zh" / f"{stem}.ipynb" for stem in LECTURES]
+    build.build(english + chinese, out)
+    return out
+
+
+@pytest.mark.parametrize("stem", [s + suffix for s in LECTURES for suffix in ("", ".zh")])
+def test_deck_fits_1280x720(decks: Path, browser, stem: str) -> None:
+    slides, blocked = measure(browser, decks / f"{stem}.slides.html")
+    print(summary(stem, slides))
+    assert not blocked, f"the deck tried the network: {blocked}"
+    wide = [f"slide {s['h']}/{s['v']} {s['title']!r}: {s['cut'][:3]}" for s in slides if s["cut"]]
+    assert not wide, f"{stem}: content wider than the slide:\n" + "\n".join(wide)
+    allowed = ALLOWED_TO_SCROLL.get(stem, {})
+    tall = [s for s in slides if s["scrolls"] and not any(s["title"].startswith(t) for t in allowed)]
+    assert not tall, f"{stem}: slides taller than 720 px:\n" + "\n".join(
+        f"slide {s['h']}/{s['v']} {s['title']!r}: {s['scroll_height']} px" for s in tall
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Print the numbers for the given notebooks (default: the lectures), built into /tmp/slides_fit."""
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import CHROMIUM, CHROMIUM_ARGS
+
+    notebooks = [Path(a).resolve() for a in argv] or [REPO / "notebooks" / f"{s}.ipynb" for s in LECTURES]
+    out = Path("/tmp/slides_fit")
+    paths = build.build(notebooks, out)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        for deck in paths:
+            slides, _ = measure(browser, deck)
+            print(summary(deck.name, slides))
+            for s in slides:
+                if s["cut"] or s["scrolls"]:
+                    flags = ("scroll %d px " % s["scroll_height"] if s["scrolls"] else "") + ("CUT " if s["cut"] else "")
+                    print(f"   {s['h']}/{s['v']} {flags}{s['title']!r} {s['cut'][:1]}")
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
