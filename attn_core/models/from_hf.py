@@ -31,6 +31,7 @@ COVERED_SOFTMAX_TYPES = (
     "qwen3_5_text",
     "diffllama",
     "deepseek_v3",
+    "gemma4_text",
 )
 
 
@@ -89,6 +90,28 @@ def _mla(config) -> nn.Module:
         rope_scaling=scaling,
         rope_interleave=bool(getattr(config, "rope_interleave", False)),
         rms_norm_eps=config.rms_norm_eps,
+    )
+
+
+def _gemma4(config, layer_idx: int, layer_type: str) -> nn.Module:
+    from attn_core.models.hf_gemma4 import HFGemma4Attention
+
+    if getattr(config, "use_bidirectional_attention", None) == "all":
+        raise _missing("gemma4_text", "bidirectional attention (use_bidirectional_attention='all')")
+    layer_config = config.per_layer_config[layer_idx]  # per-layer head_dim and kv heads, as HF reads them
+    rope = config.rope_parameters[layer_type] if layer_type in config.rope_parameters else config.rope_parameters
+    sliding = layer_type == "sliding_attention"
+    return HFGemma4Attention(
+        config.hidden_size,
+        config.num_attention_heads,
+        layer_config.num_key_value_heads,
+        layer_config.head_dim,
+        rope=rope,
+        rms_norm_eps=config.rms_norm_eps,
+        attention_bias=bool(config.attention_bias),
+        sliding_window=config.sliding_window if sliding else None,
+        k_eq_v=bool(config.attention_k_eq_v) and not sliding,
+        reuse_kv=config.kv_sharing_modes[layer_idx] == "reuse",
     )
 
 
@@ -187,4 +210,6 @@ def layer_from_hf(config, layer_idx: int) -> nn.Module:
         )
     if model_type == "deepseek_v3":
         return _mla(config)
+    if model_type == "gemma4_text":
+        return _gemma4(config, layer_idx, layer_type)
     raise _missing(str(model_type), f"no token mixer is built for it (covered: {', '.join(COVERED_SOFTMAX_TYPES)})")
