@@ -109,7 +109,7 @@ class GatedDeltaNet(nn.Module):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.hidden_dim:
             shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must be (B, L, hidden_dim={self.hidden_dim}), got {shape}.")
-        weight_dtype = self.in_proj_qkv.weight.dtype
+        weight_dtype = self.out_proj.weight.dtype
         if not x.is_floating_point():
             raise TypeError(
                 f"x must be a floating-point tensor (hidden states, {weight_dtype} like this layer), got {x.dtype}; "
@@ -156,10 +156,17 @@ class GatedDeltaNet(nn.Module):
         chunk_size = None if q.shape[2] == 1 else LAYER_CHUNK  # one decode step: the recurrence is cheapest
         return gated_delta_rule(q, k, v, g, beta, chunk_size=chunk_size, initial_state=state)
 
-    def forward(self, x, *, cache=None):
+    def project(self, x):
+        """``x (B, L, hidden)`` -> ``(mixed [q | k | v] (B, L, C), z (B, L, Hv·Dv), b (B, L, Hv), a (B, L, Hv))``.
+        Qwen3-Next fuses these four projections into two (``from_hf_linear.Qwen3NextGatedDeltaNet``)."""
+        return self.in_proj_qkv(x), self.in_proj_z(x), self.in_proj_b(x), self.in_proj_a(x)
+
+    def forward(self, x, *, positions=None, cache=None):
+        """positions: accepted for the common layer signature, unused (no RoPE in this layer)."""
         self._check(x, cache)
         batch, length, _ = x.shape
-        mixed, conv_state = self._conv(self.in_proj_qkv(x).transpose(1, 2), cache)  # (B, C, L), (B, C, K-1)
+        mixed, z, b, a = self.project(x)  # (B, L, C), (B, L, Hv·Dv), (B, L, Hv), (B, L, Hv)
+        mixed, conv_state = self._conv(mixed.transpose(1, 2), cache)  # (B, C, L), (B, C, K-1)
         mixed = mixed.transpose(1, 2)  # (B, L, C)
         q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
         q = q.reshape(batch, length, self.num_k_heads, self.head_k_dim).transpose(1, 2)  # (B, Hk, L, Dk)
@@ -168,8 +175,8 @@ class GatedDeltaNet(nn.Module):
         # l2-normalise with eps inside the root (F.normalize clamps the norm instead: ~1e-7 apart)
         q = q * torch.rsqrt(q.pow(2).sum(-1, keepdim=True) + NORM_EPS)  # (B, Hk, L, Dk)
         k = k * torch.rsqrt(k.pow(2).sum(-1, keepdim=True) + NORM_EPS)  # (B, Hk, L, Dk)
-        beta = torch.sigmoid(self.in_proj_b(x)).transpose(1, 2)  # (B, Hv, L) write strength in (0, 1)
-        g = -self.A_log.exp() * F.softplus(self.in_proj_a(x) + self.dt_bias)  # (B, L, Hv) log decay < 0
+        beta = torch.sigmoid(b).transpose(1, 2)  # (B, Hv, L) write strength in (0, 1)
+        g = -self.A_log.exp() * F.softplus(a + self.dt_bias)  # (B, L, Hv) log decay < 0
         g = g.transpose(1, 2)  # (B, Hv, L)
         state = None if cache is None else cache.recurrent_state  # (B, Hv, Dk, Dv) or None
         out, state = self.state_update(q, k, v, g, beta, state)  # (B, Hv, L, Dv), (B, Hv, Dk, Dv)
@@ -177,6 +184,6 @@ class GatedDeltaNet(nn.Module):
             cache.conv_state, cache.recurrent_state = conv_state, state
             cache._length += length
         out = out.transpose(1, 2)  # (B, L, Hv, Dv)
-        gate = self.in_proj_z(x).reshape(batch, length, self.num_v_heads, self.head_v_dim)  # (B, L, Hv, Dv)
+        gate = z.reshape(batch, length, self.num_v_heads, self.head_v_dim)  # (B, L, Hv, Dv)
         out = self.norm(out, gate)  # (B, L, Hv, Dv)
         return self.out_proj(out.reshape(batch, length, self.value_dim))  # (B, L, hidden_dim)
