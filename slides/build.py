@@ -49,6 +49,7 @@ TEMPLATES = SLIDES / "templates"
 TEMPLATE = "offline_reveal"
 DEFAULT_OUT = SLIDES / "build"
 THEME = "white"
+SLIDE_SIZE = (1280, 720)  # px, the size reveal.js lays a slide out at before scaling it to the window
 
 # What each deck loads, relative to <out>/vendor/<package>/ and to node_modules/<package>/.
 # MathJax 2 loads its config, input/output jax, extensions and fonts on demand from next to
@@ -194,6 +195,10 @@ def exporter(language: str = "en"):
     config.SlidesExporter.reveal_url_prefix = URLS["reveal_url_prefix"]
     config.SlidesExporter.reveal_theme = THEME
     config.SlidesExporter.reveal_scroll = True  # a subslide taller than the screen scrolls
+    # a 16:9 projector (reveal.js's 960×700 default cut code lines at about 80 characters); the template's CSS
+    # (templates/offline_reveal) wraps code and bounds figures to it: tests/test_slides_fit.py measures every slide
+    config.SlidesExporter.reveal_width = str(SLIDE_SIZE[0])
+    config.SlidesExporter.reveal_height = str(SLIDE_SIZE[1])
     config.HTMLExporter.require_js_url = URLS["require_js_url"]
     config.HTMLExporter.jquery_url = URLS["jquery_url"]
     config.HTMLExporter.mathjax_url = URLS["mathjax_url"]

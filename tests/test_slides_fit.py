@@ -70,7 +70,7 @@ MEASURE_JS = """([width, height]) => {
         const heading = slide.querySelector('h1, h2, h3, h4');
         results.push({
             h: idx.h, v: idx.v,
-            title: (heading ? heading.textContent : (slide.textContent || '')).trim().replace(/\\s+/g, ' ').replace(/¶$/, '').slice(0, 60),
+            title: (heading ? heading.textContent : (slide.textContent || '')).trim().replace(/\\s+/g, ' ').replace(/¶$/, '').replace(/^In \\[\\d+\\]: /, '').slice(0, 60),
             scroll_height: slide.scrollHeight,
             cut,
         });
