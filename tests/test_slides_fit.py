@@ -16,6 +16,7 @@ Run as a script to print the numbers of any decks: ``python tests/test_slides_fi
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -43,19 +44,21 @@ ALLOWED_TO_SCROLL: dict[str, dict[str, str]] = {}
 
 # One pass over every slide; returns a list of {index, title, width, height, scroll_height, cut: [...]}.
 MEASURE_JS = """([width, height]) => {
-    const reveal = %s;
+    const reveal = REVEAL_EXPR;
     const results = [];
     reveal.getSlides().forEach((slide) => {
         const idx = reveal.getIndices(slide);
         reveal.slide(idx.h, idx.v, 1e6);  // the slide, every fragment shown
         slide.querySelectorAll('.fragment').forEach((f) => f.classList.add('visible'));
         const cut = [];
-        slide.querySelectorAll('pre, code, table, .jp-OutputArea-output, .jp-RenderedHTMLCommon, img, mjx-container, .MathJax_CHTML, .mjx-chtml').forEach((el) => {
+        const boxes = 'pre, code, table, img, .jp-OutputArea-output, .jp-RenderedHTMLCommon, .mjx-chtml';
+        slide.querySelectorAll(boxes).forEach((el) => {
             const style = getComputedStyle(el);
             const clips = style.overflowX !== 'visible';
             const over = el.scrollWidth - el.clientWidth;
             if (clips && el.clientWidth > 0 && over > 1) {
-                cut.push(el.tagName.toLowerCase() + ' ' + el.scrollWidth + '>' + el.clientWidth + ': ' + (el.textContent || '').trim().slice(0, 50));
+                const text = (el.textContent || '').trim().slice(0, 50);
+                cut.push(el.tagName.toLowerCase() + ' ' + el.scrollWidth + '>' + el.clientWidth + ': ' + text);
             }
         });
         // content wider than the slide itself (anything that pokes out at the right)
@@ -64,19 +67,21 @@ MEASURE_JS = """([width, height]) => {
         let widest = 0;
         slide.querySelectorAll('*').forEach((el) => {
             const r = el.getBoundingClientRect();
-            if (r.width > 0 && getComputedStyle(el).visibility !== 'hidden') widest = Math.max(widest, (r.right - left) / scale);
+            const shown = r.width > 0 && getComputedStyle(el).visibility !== 'hidden';
+            if (shown) widest = Math.max(widest, (r.right - left) / scale);
         });
         if (widest > width + 1) cut.push('content ' + Math.round(widest) + ' px wide > slide ' + width);
         const heading = slide.querySelector('h1, h2, h3, h4');
         results.push({
             h: idx.h, v: idx.v,
-            title: (heading ? heading.textContent : (slide.textContent || '')).trim().replace(/\\s+/g, ' ').replace(/¶$/, '').replace(/^In \\[\\d+\\]: /, '').slice(0, 60),
+            title: (heading ? heading.textContent : (slide.textContent || '')).trim().replace(/\\s+/g, ' ')
+                .replace(/¶$/, '').replace(/^In \\[\\d+\\]: /, '').slice(0, 60),
             scroll_height: slide.scrollHeight,
             cut,
         });
     });
     return results;
-}""" % REVEAL
+}""".replace("REVEAL_EXPR", REVEAL)
 
 
 def _load_build():
@@ -156,7 +161,7 @@ def main(argv: list[str]) -> int:
     from conftest import CHROMIUM, CHROMIUM_ARGS
 
     notebooks = [Path(a).resolve() for a in argv] or [REPO / "notebooks" / f"{s}.ipynb" for s in LECTURES]
-    out = Path("/tmp/slides_fit")
+    out = Path(os.environ.get("SLIDES_FIT_OUT", "/tmp/slides_fit"))
     paths = build.build(notebooks, out)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
@@ -165,7 +170,8 @@ def main(argv: list[str]) -> int:
             print(summary(deck.name, slides))
             for s in slides:
                 if s["cut"] or s["scrolls"]:
-                    flags = ("scroll %d px " % s["scroll_height"] if s["scrolls"] else "") + ("CUT " if s["cut"] else "")
+                    tall = f"scroll {s['scroll_height']} px " if s["scrolls"] else ""
+                    flags = tall + ("CUT " if s["cut"] else "")
                     print(f"   {s['h']}/{s['v']} {flags}{s['title']!r} {s['cut'][:1]}")
         browser.close()
     return 0
