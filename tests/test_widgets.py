@@ -90,6 +90,7 @@ def test_every_explorer_renders_and_reacts_to_its_controls(factory):
         before = bytes(explorer.image.value)
         options = getattr(control, "options", None)
         if options:
+            options = [o[1] if isinstance(o, tuple) else o for o in options]  # (label, value) pairs: the values
             control.value = options[-1] if options[-1] != control.value else options[0]
         elif isinstance(control.value, bool):
             control.value = not control.value
@@ -122,7 +123,7 @@ def test_head_selector_follows_the_number_of_heads():
     explorer.controls["num_heads"].value = 8
     explorer.controls["head"].value = 7
     explorer.controls["num_heads"].value = 2
-    assert list(explorer.controls["head"].options) == ["all", 0, 1]
+    assert [value for _, value in explorer.controls["head"].options] == ["all", 0, 1]
     assert explorer.controls["head"].value == "all" and explorer.error is None
 
 
@@ -262,3 +263,15 @@ def test_set_figure_scale_rejects_a_scale_out_of_range(bad):
 def test_set_figure_scale_rejects_a_non_number():
     with pytest.raises(TypeError, match="must be a number"):
         ac.set_figure_scale("1.5")
+
+
+def test_head_dropdown_says_all_in_the_learners_language():
+    import attn_core as ac
+
+    try:
+        ac.set_language("zh")
+        labels = [label for label, _ in widgets.heads_explorer().controls["head"].options]
+    finally:
+        ac.set_language("en")
+    assert labels[0] == "全部" and labels[1:] == ["0", "1", "2", "3"]
+    assert [label for label, _ in widgets.heads_explorer().controls["head"].options][0] == "all"

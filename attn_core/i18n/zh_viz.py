@@ -23,6 +23,7 @@ LABELS = {
     "seed": "随机种子",
     "heads": "头数",
     "head": "头",
+    "all": "全部",  # the head dropdown's first choice
     "mask": "掩码",
     "query heads": "查询头数",
     "kv heads": "KV 头数",
