@@ -47,6 +47,7 @@ from attn_core.linear.mamba2 import Mamba2Mixer
 from attn_core.linear.ssd import ssd, ssd_as_attention, ssd_decay_mask
 from attn_core.masks import (
     causal_mask,
+    chunked_mask,
     mask_from_additive,
     mask_from_blocked,
     mask_from_float,
@@ -75,6 +76,7 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "sliding_window_mask",
+    "chunked_mask",
     "prefix_lm_mask",
     "mask_from_float",
     "mask_from_blocked",

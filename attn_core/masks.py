@@ -29,6 +29,7 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "sliding_window_mask",
+    "chunked_mask",
     "prefix_lm_mask",
     "mask_from_float",
     "mask_from_blocked",
@@ -72,6 +73,17 @@ def sliding_window_mask(q_len: int, window: int, k_len: int | None = None, *, de
     query = torch.arange(q_len, device=device).unsqueeze(-1) + (k_len - q_len)  # (Lq, 1) position in keys
     key = torch.arange(k_len, device=device)  # (Lk,)
     return causal & (key > query - window)  # (Lq, Lk)
+
+
+def chunked_mask(q_len: int, chunk_size: int, k_len: int | None = None, *, device=None) -> torch.Tensor:
+    """Causal (bottom-right) mask within fixed chunks (Llama 4's ``attention_chunk_size``): query at position
+    ``p`` sees the keys ``k <= p`` with ``k // chunk_size == p // chunk_size``. Boolean ``(q_len, k_len)``."""
+    _check_length("chunk_size", chunk_size, minimum=1)
+    k_len = q_len if k_len is None else _check_length("k_len", k_len)
+    causal = causal_mask(q_len, k_len, device=device)  # (Lq, Lk)
+    query = torch.arange(q_len, device=device).unsqueeze(-1) + (k_len - q_len)  # (Lq, 1) position in keys
+    key = torch.arange(k_len, device=device)  # (Lk,)
+    return causal & (key // chunk_size == query // chunk_size)  # (Lq, Lk)
 
 
 def prefix_lm_mask(seq_len: int, prefix_len: int, *, device=None) -> torch.Tensor:

@@ -233,3 +233,13 @@ def test_uncovered_type_raises():
     cfg = transformers.MistralConfig(**TINY, num_hidden_layers=1)
     with pytest.raises(NotImplementedError, match="mistral"):
         ac.layer_from_hf(cfg, 0)
+
+
+def test_chunked_mask():
+    expected = torch.tensor(
+        [[k <= q and k // 3 == q // 3 for k in range(7)] for q in range(7)]
+    )  # chunks {0,1,2} {3,4,5} {6}
+    assert torch.equal(ac.chunked_mask(7, 3), expected)
+    assert torch.equal(ac.chunked_mask(2, 3, 7), expected[5:])  # bottom-right: the newest queries of a cache
+    with pytest.raises(ValueError):
+        ac.chunked_mask(4, 0)

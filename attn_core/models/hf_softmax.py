@@ -57,7 +57,7 @@ class ScaledRMSNorm(nn.Module):
 
 
 def causal_chunk_window_mask(
-    query_positions: torch.Tensor,
+    query_positions: torch.Tensor,  # token indices; ac.chunked_mask / ac.sliding_window_mask are the (L, T) views
     key_positions: torch.Tensor,
     *,
     sliding_window: int | None = None,
