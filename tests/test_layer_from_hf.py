@@ -243,3 +243,26 @@ def test_chunked_mask():
     assert torch.equal(ac.chunked_mask(2, 3, 7), expected[5:])  # bottom-right: the newest queries of a cache
     with pytest.raises(ValueError):
         ac.chunked_mask(4, 0)
+
+
+def test_kimi_linear_mla_layers():
+    cfg = transformers.KimiLinearConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=3,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        num_experts=2,
+        num_experts_per_token=1,
+        kv_lora_rank=10,
+        qk_nope_head_dim=6,
+        qk_rope_head_dim=4,
+        v_head_dim=5,
+        q_lora_rank=None,
+        layer_types=["full_attention"] * 3,
+        mlp_layer_types=["dense"] * 3,
+        pad_token_id=0,
+    )
+    _check_model(transformers.KimiLinearModel, cfg)

@@ -32,6 +32,7 @@ COVERED_SOFTMAX_TYPES = (
     "diffllama",
     "deepseek_v3",
     "gemma4_text",
+    "kimi_linear",
 )
 
 
@@ -73,10 +74,10 @@ def _missing(model_type: str, what: str) -> NotImplementedError:
     return NotImplementedError(f"layer_from_hf does not cover model type {model_type!r}: {what}.")
 
 
-def _mla(config) -> nn.Module:
+def _mla(config, *, nope: bool = False) -> nn.Module:
     from attn_core.models.hf_mla import HFLatentAttention
 
-    theta, scaling, _ = _rope(config, None)
+    theta, scaling, _ = (None, None, 1.0) if nope else _rope(config, None)
     return HFLatentAttention(
         config.hidden_size,
         config.num_attention_heads,
@@ -89,7 +90,7 @@ def _mla(config) -> nn.Module:
         rope_theta=theta,
         rope_scaling=scaling,
         rope_interleave=bool(getattr(config, "rope_interleave", False)),
-        rms_norm_eps=config.rms_norm_eps,
+        rms_norm_eps=1e-6,  # HF builds these two RMSNorms with their default eps, not config.rms_norm_eps
     )
 
 
@@ -210,6 +211,10 @@ def layer_from_hf(config, layer_idx: int) -> nn.Module:
         )
     if model_type == "deepseek_v3":
         return _mla(config)
+    if model_type == "kimi_linear":  # its softmax layers: MLA without RoPE
+        if layer_type != "full_attention":
+            raise _missing(str(model_type), f"layer {layer_idx} has layer type {layer_type!r}")
+        return _mla(config, nope=True)
     if model_type == "gemma4_text":
         return _gemma4(config, layer_idx, layer_type)
     raise _missing(str(model_type), f"no token mixer is built for it (covered: {', '.join(COVERED_SOFTMAX_TYPES)})")

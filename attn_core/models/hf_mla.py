@@ -7,7 +7,8 @@ HF state dict loads strictly: ``q_a_proj -> q_a_layernorm -> q_b_proj`` (or one 
 The ``ac.KVCache`` holds what MLA is for: the normalised latent (as "keys", ``(B, 1, T, r)``) and the rotated shared
 key (as "values", ``(B, 1, T, dr)``), expanded per head at every call.
 
-RoPE: ``rope_interleave=True`` pairs features ``(2i, 2i+1)`` (HF returns them de-interleaved, a fixed permutation of
+``rope_theta=None``: no RoPE at all (Kimi Linear's ``KimiLinearAttention``, same names; its rotary slice of the
+key stays unrotated). RoPE: ``rope_interleave=True`` pairs features ``(2i, 2i+1)`` (HF returns them de-interleaved, a fixed permutation of
 both q and k that leaves q·k unchanged). Softmax scale ``qk_head_dim^-0.5`` times YaRN's ``mscale²`` when
 ``mscale_all_dim`` is set, as HF's ``yarn_apply_mscale``. RMSNorms compute in the input dtype (HF: float32).
 """
@@ -50,7 +51,7 @@ class HFLatentAttention(nn.Module):
         qk_rope_head_dim: int,
         v_head_dim: int,
         attention_bias: bool = False,
-        rope_theta: float = 10000.0,
+        rope_theta: float | None = 10000.0,
         rope_scaling: dict | None = None,
         rope_interleave: bool = True,
         rms_norm_eps: float = 1e-6,
@@ -82,6 +83,8 @@ class HFLatentAttention(nn.Module):
         self.o_proj = nn.Linear(num_attention_heads * v_head_dim, hidden_size, bias=attention_bias)
 
     def _rope(self, t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        if self.rope_theta is None:  # Kimi Linear's MLA layers: NoPE (the KDA layers carry position)
+            return t
         return apply_rope(
             t, positions, base=self.rope_theta, scaling=self.rope_scaling, interleaved=self.rope_interleave
         )
