@@ -25,6 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 HTML = REPO / "book" / "_build" / "html"
 WIDGET = "application/vnd.jupyter.widget-view+json"
+TIMEOUT_MS = 120_000  # a long Chinese page typesets in ~3 s here, ten times that on a loaded shared machine
 NOTEBOOKS = {"": REPO / "notebooks", "zh/": REPO / "notebooks" / "zh"}
 
 
@@ -64,8 +65,12 @@ def site() -> str:
     """The built site served on a local port (search and highlighting fetch pages: file:// would refuse)."""
     if _stale():
         subprocess.run([sys.executable, str(REPO / "book" / "build.py")], check=True, cwd=REPO)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(HTML))
-    handler.log_message = lambda *args: None
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:  # one line per request would bury the test report
+            pass
+
+    handler = functools.partial(Quiet, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"
@@ -76,6 +81,7 @@ def site() -> str:
 def page_factory(browser, site):
     """New pages that abort every request outside the local server and record what failed."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
 
     def new_page():
         page = context.new_page()
@@ -101,9 +107,10 @@ def page_factory(browser, site):
 def open_page(new_page, url: str):
     page = new_page()
     page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")
     page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
-    page.evaluate("() => window.MathJax && MathJax.startup.promise")
+    page.evaluate("() => window.MathJax && MathJax.startup.promise")  # typesetting done
+    page.evaluate("() => document.fonts.ready.then(() => true)")  # MathJax's and the theme's fonts fetched
+    page.wait_for_load_state("networkidle")
     return page
 
 
@@ -150,7 +157,7 @@ def test_search_finds(page_factory, site, prefix, query, expected):
     page = open_page(page_factory, f"{site}{prefix}search.html?q={query}")
     try:
         results = page.locator("#search-results ul.search li a")
-        results.first.wait_for(timeout=30_000)
+        results.first.wait_for()
         hrefs = [a.get_attribute("href") for a in results.all()]
         assert any(expected in href for href in hrefs), hrefs
         assert page.failed == []
