@@ -6,8 +6,8 @@ fetched: the theme, the search index and MathJax (from the sphinx-mathjax-offlin
 
 Each notebook is staged (book/_build/src/<lang>/) with four changes, the notebooks themselves stay untouched:
 00 becomes index (with the hidden table of contents in the series' order), a language-switch link on top,
-solution cells collapsed behind "Show solution" (MyST-NB's hide-cell), and links that leave the series' folder
-(the other language, ../images) rewritten to what exists in the site.
+solution cells collapsed behind "Show solution" (MyST-NB's hide-cell; cells Jupyter shows collapsed stay collapsed),
+and links that leave the series' folder (the other language, ../images) rewritten to what exists in the site.
 """
 
 from __future__ import annotations
@@ -89,6 +89,14 @@ def stage_notebook(src: Path, lang: str, order: list[str]) -> dict:
         if "solution" in tags:
             cell["metadata"]["tags"] = [*tags, "hide-cell"]
             cell["metadata"]["mystnb"] = {"code_prompt_show": show, "code_prompt_hide": hide}
+        else:  # what JupyterLab shows collapsed (a checker's code, its long verdicts) is collapsed on the page too
+            hidden = cell["metadata"].get("jupyter", {})
+            extra = [
+                tag
+                for key, tag in (("source_hidden", "hide-input"), ("outputs_hidden", "hide-output"))
+                if hidden.get(key)
+            ]
+            cell["metadata"]["tags"] = [*tags, *extra]
     switch = {
         "cell_type": "markdown",
         "id": "book-language-switch",
