@@ -52,7 +52,7 @@ CATALOG = [
             ),
             "you reserved blocks for the whole prompt: a request needs free blocks only for its first chunk, the "
             "tokens it computes in this step; later chunks take their blocks when they run.": (
-                "你为整个提示预留了块：请求只需要为首个分块（这一步要计算的词元）准备空闲块；后面的分块运行时再取块。"
+                "你为整个提示词预留了块：请求只需要为首个分块（这一步要计算的词元）准备空闲块；后面的分块运行时再取块。"
             ),
             "you reserved blocks for the answer too (max_new_tokens): nothing is reserved ahead; a decode takes a "
             "block when it needs one, and preemption handles running out.": (
@@ -64,7 +64,7 @@ CATALOG = [
             ),
             "you counted the prompt's last token as a hit: its logits are needed, so at most "
             "(prompt_tokens - 1) // block_size blocks are hits and the last token is computed.": (
-                "你把提示的最后一个词元也算作命中：需要的正是它的 logits，所以最多命中 "
+                "你把提示词的最后一个词元也算作命中：需要的正是它的 logits，所以最多命中 "
                 "(prompt_tokens - 1) // block_size 个块，最后一个词元必须计算。"
             ),
             "you admitted more requests than there are seats: running plus admitted stays <= max_num_seqs.": (

@@ -52,7 +52,7 @@ CATALOG = [
             "mean TPOT (CPU ms)": "平均 TPOT（CPU 毫秒）",
             "longest step (CPU ms)": "最长的一步（CPU 毫秒）",
             "✅ engine == generate, token for token": "✅ 引擎 == generate，逐词元一致",
-            "✅ a shared system prompt is computed once": "✅ 共享的系统提示只计算一次",
+            "✅ a shared system prompt is computed once": "✅ 共享的系统提示词只计算一次",
             "✅ preempted requests still get generate's tokens": "✅ 被抢占的请求仍得到与 generate 相同的词元",
         }
     ),
@@ -86,7 +86,7 @@ CATALOG = [
             ),
             "that includes the prompt's last token: its logits are what the request needs, so it must be computed. "
             "Stop one token earlier: hits <= len(prompt) - 1.": (
-                "这包括了提示的最后一个词元：请求需要的正是它的 logits，所以它必须被计算。"
+                "这包括了提示词的最后一个词元：请求需要的正是它的 logits，所以它必须被计算。"
                 "请提前一个词元停下：命中数 <= len(prompt) - 1。"
             ),
             "you matched each block on its own tokens: a block's keys depend on every earlier token, so after "
