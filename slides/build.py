@@ -49,6 +49,7 @@ TEMPLATES = SLIDES / "templates"
 TEMPLATE = "offline_reveal"
 DEFAULT_OUT = SLIDES / "build"
 THEME = "white"
+OUTPUT_ONLY_TAG = "slides-output-only"  # cell tag: on a slide, the output without its (long) code
 SLIDE_SIZE = (1280, 720)  # px, the size reveal.js lays a slide out at before scaling it to the window
 
 # What each deck loads, relative to <out>/vendor/<package>/ and to node_modules/<package>/.
@@ -199,6 +200,10 @@ def exporter(language: str = "en"):
     # (templates/offline_reveal) wraps code and bounds figures to it: tests/test_slides_fit.py measures every slide
     config.SlidesExporter.reveal_width = str(SLIDE_SIZE[0])
     config.SlidesExporter.reveal_height = str(SLIDE_SIZE[1])
+    # a long code cell whose output is the point (a figure, a printed table) shows only its output on a slide:
+    # the notebook tags it (cell metadata only; JupyterLab, nbval and the book ignore the tag)
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = {OUTPUT_ONLY_TAG}
     config.HTMLExporter.require_js_url = URLS["require_js_url"]
     config.HTMLExporter.jquery_url = URLS["jquery_url"]
     config.HTMLExporter.mathjax_url = URLS["mathjax_url"]
