@@ -48,6 +48,7 @@ def _run_hf(model_cls, config, attn_name="self_attn"):
             with torch.no_grad():
                 param.normal_(0.0, 0.5)
     attn_modules = [getattr(layer, attn_name, None) for layer in model.layers]
+    attn_modules = [m if "Attention" in type(m).__name__ else None for m in attn_modules]  # softmax mixers only
     seen, handles = _record(model, [m for m in attn_modules if m is not None])
     ids = torch.randint(0, config.vocab_size, (2, SEQ))
     with torch.no_grad():
@@ -77,10 +78,10 @@ def _check_layer(config, layer_idx, hf_attn, x, ref, exact=False):
     return layer
 
 
-def _check_model(model_cls, config, exact_layers=()):
+def _check_model(model_cls, config, exact_layers=(), attn_name="self_attn"):
     config._attn_implementation = "eager"
     config._experts_implementation = "eager"  # grouped_mm has no float64 kernel
-    attn_modules, seen = _run_hf(model_cls, config)
+    attn_modules, seen = _run_hf(model_cls, config, attn_name)
     checked = 0
     for idx, hf_attn in enumerate(attn_modules):
         if hf_attn is None:
@@ -266,3 +267,31 @@ def test_kimi_linear_mla_layers():
         pad_token_id=0,
     )
     _check_model(transformers.KimiLinearModel, cfg)
+
+
+def test_minimax_softmax_layers():
+    cfg = transformers.MiniMaxConfig(
+        **TINY,
+        num_hidden_layers=2,
+        intermediate_size=32,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        layer_types=["full_attention"] * 2,
+        sliding_window=5,
+    )
+    _check_model(transformers.MiniMaxModel, cfg)
+
+
+def test_nemotron_h_attention_layers():
+    cfg = transformers.NemotronHConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        intermediate_size=32,
+        layers_block_type=["full_attention", "mlp", "full_attention"],
+    )
+    _check_model(transformers.NemotronHModel, cfg, attn_name="mixer")  # eager softmax in float32: the bound
+    with pytest.raises(NotImplementedError, match="nemotron_h.*'mlp'"):
+        ac.layer_from_hf(cfg, 1)

@@ -33,6 +33,8 @@ COVERED_SOFTMAX_TYPES = (
     "deepseek_v3",
     "gemma4_text",
     "kimi_linear",
+    "minimax",
+    "nemotron_h",
 )
 
 
@@ -211,6 +213,22 @@ def layer_from_hf(config, layer_idx: int) -> nn.Module:
         )
     if model_type == "deepseek_v3":
         return _mla(config)
+    if model_type == "minimax":  # its softmax layers: Mistral's (RoPE, an optional window on every one of them)
+        if layer_type != "full_attention":
+            raise _missing(str(model_type), f"layer {layer_idx} has layer type {layer_type!r}")
+        theta, scaling, partial = _rope(config, None)
+        return HFSoftmaxAttention(
+            **{**_common(config), "attention_bias": False},  # HF's MiniMaxAttention has no biases
+            rope_theta=theta,
+            rope_scaling=scaling,
+            partial_rotary_factor=partial,
+            sliding_window=getattr(config, "sliding_window", None),
+        )
+    if model_type == "nemotron_h":  # its attention layers: no positions at all (the Mamba-2 layers carry order)
+        if layer_type != "full_attention":
+            what = "no token mixer (an MLP / MoE layer)" if layer_type in ("mlp", "moe") else "a mixer not built"
+            raise _missing(str(model_type), f"layer {layer_idx} has layer type {layer_type!r}: {what}")
+        return HFSoftmaxAttention(**{**_common(config), "attention_bias": False}, rope_theta=None)
     if model_type == "kimi_linear":  # its softmax layers: MLA without RoPE
         if layer_type != "full_attention":
             raise _missing(str(model_type), f"layer {layer_idx} has layer type {layer_type!r}")

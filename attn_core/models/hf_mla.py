@@ -7,10 +7,11 @@ HF state dict loads strictly: ``q_a_proj -> q_a_layernorm -> q_b_proj`` (or one 
 The ``ac.KVCache`` holds what MLA is for: the normalised latent (as "keys", ``(B, 1, T, r)``) and the rotated shared
 key (as "values", ``(B, 1, T, dr)``), expanded per head at every call.
 
-``rope_theta=None``: no RoPE at all (Kimi Linear's ``KimiLinearAttention``, same names; its rotary slice of the
-key stays unrotated). RoPE: ``rope_interleave=True`` pairs features ``(2i, 2i+1)`` (HF returns them de-interleaved, a fixed permutation of
-both q and k that leaves q·k unchanged). Softmax scale ``qk_head_dim^-0.5`` times YaRN's ``mscale²`` when
-``mscale_all_dim`` is set, as HF's ``yarn_apply_mscale``. RMSNorms compute in the input dtype (HF: float32).
+``rope_theta=None``: no RoPE at all (Kimi Linear's ``KimiLinearAttention``, same names; its rotary slice of the key
+stays unrotated). RoPE: ``rope_interleave=True`` pairs features ``(2i, 2i+1)`` (HF returns them de-interleaved, a
+fixed permutation of both q and k that leaves q·k unchanged). Softmax scale ``qk_head_dim^-0.5`` times YaRN's
+``mscale²`` when ``mscale_all_dim`` is set, as HF's ``yarn_apply_mscale``. RMSNorms compute in the input dtype
+(HF: float32).
 """
 
 from __future__ import annotations
