@@ -25,7 +25,7 @@ from torch import nn
 from attn_core.attention import check_scale
 from attn_core.linear.gated_deltanet import LinearAttentionCache
 
-__all__ = ["kda_rule", "KimiDeltaAttention", "causal_depthwise_conv"]
+__all__ = ["kda_rule", "KimiDeltaAttention", "causal_depthwise_conv", "check_layer_input"]
 
 KDA_LAYER_CHUNK = 64  # the layer's chunk for multi-token calls (HF's torch path uses 64 too)
 
@@ -127,6 +127,33 @@ def kda_rule(q, k, v, g, beta, *, scale=None, chunk_size=None, initial_state=Non
     return out.to(q.dtype), state.to(q.dtype)
 
 
+def check_layer_input(layer, x, cache, hidden_dim: int) -> None:
+    """The shared checks of the linear / SSM layers: x ``(B, L, hidden)`` floating point in the weights' dtype; cache
+    None or an ``ac.LinearAttentionCache`` bound to this layer, holding the same batch and dtype."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != hidden_dim:
+        raise ValueError(f"x must be (B, L, hidden_dim={hidden_dim}), got {getattr(x, 'shape', type(x).__name__)}.")
+    weight_dtype = next(layer.parameters()).dtype
+    if not x.is_floating_point() or (x.dtype != weight_dtype and not torch.is_autocast_enabled(x.device.type)):
+        raise TypeError(
+            f"x is {x.dtype} but this layer's weights are {weight_dtype}: pass hidden states (token ids go through "
+            f"an embedding first) in the weights' dtype, x.to({weight_dtype}) or layer.to(x.dtype)."
+        )
+    if cache is None:
+        return
+    if not isinstance(cache, LinearAttentionCache):
+        raise TypeError(
+            f"cache must be an ac.LinearAttentionCache (a fixed-size state), got {type(cache).__name__}; a KVCache "
+            "holds keys/values for softmax attention layers."
+        )
+    cache.bind(layer)
+    state = cache.recurrent_state
+    if state is not None and (state.shape[0] != x.shape[0] or state.dtype != x.dtype):
+        raise ValueError(
+            f"this cache holds batch {state.shape[0]} in {state.dtype}; x is {tuple(x.shape)} in {x.dtype}. "
+            "Use a fresh LinearAttentionCache for a new batch."
+        )
+
+
 def causal_depthwise_conv(mixed, weight, bias, past):
     """Causal depthwise conv of ``mixed (B, C, L)`` with ``weight (C, 1, K)``; the left context is ``past``
     ``(B, C, K−1)`` (the cached last inputs) or zeros. Returns ``(out (B, C, L), the last K−1 inputs (B, C, K−1))``."""
@@ -203,12 +230,7 @@ class KimiDeltaAttention(nn.Module):
         self.l2_eps = 1e-6  # HF's l2norm: x / sqrt(Σx² + eps), eps inside the root
 
     def forward(self, x, *, positions=None, cache=None):
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.hidden_dim:
-            raise ValueError(f"x must be (B, L, hidden_dim={self.hidden_dim}), got {getattr(x, 'shape', type(x))}.")
-        if cache is not None:
-            if not isinstance(cache, LinearAttentionCache):
-                raise TypeError(f"cache must be an ac.LinearAttentionCache, got {type(cache).__name__}.")
-            cache.bind(self)
+        check_layer_input(self, x, cache, self.hidden_dim)
         batch, length, _ = x.shape
         mixed = torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1).transpose(1, 2)  # (B, 3HD, L)
         past = None if cache is None else cache.conv_state

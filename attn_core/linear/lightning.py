@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_core.linear.gated_deltanet import LinearAttentionCache
+from attn_core.linear.kda import check_layer_input
 
 __all__ = ["lightning_attention", "lightning_slopes", "LightningAttention"]
 
@@ -85,12 +85,7 @@ class LightningAttention(nn.Module):
         self.register_buffer("diagonal_decay", torch.where(gap >= 0, -gap, float("-inf")).exp()[None])  # (1,H,b,b)
 
     def forward(self, x, *, positions=None, cache=None):
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.hidden_dim:
-            raise ValueError(f"x must be (B, L, hidden_dim={self.hidden_dim}), got {getattr(x, 'shape', type(x))}.")
-        if cache is not None:
-            if not isinstance(cache, LinearAttentionCache):
-                raise TypeError(f"cache must be an ac.LinearAttentionCache, got {type(cache).__name__}.")
-            cache.bind(self)
+        check_layer_input(self, x, cache, self.hidden_dim)
         batch, length, _ = x.shape
         qkv = F.silu(self.qkv_proj(x)).reshape(batch, length, self.num_heads, 3 * self.head_dim)  # (B, L, H, 3D)
         q, k, v = qkv.transpose(1, 2).split(self.head_dim, dim=-1)  # 3 × (B, H, L, D)

@@ -16,8 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attn_core.linear.gated_deltanet import LinearAttentionCache
-from attn_core.linear.kda import causal_depthwise_conv
+from attn_core.linear.kda import causal_depthwise_conv, check_layer_input
 from attn_core.linear.ssd import ssd
 
 __all__ = ["Mamba2Mixer"]
@@ -76,12 +75,7 @@ class Mamba2Mixer(nn.Module):
         self.out_proj = nn.Linear(self.intermediate_size, hidden_dim, bias=use_bias)
 
     def forward(self, x, *, positions=None, cache=None):
-        if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.hidden_dim:
-            raise ValueError(f"x must be (B, L, hidden_dim={self.hidden_dim}), got {getattr(x, 'shape', type(x))}.")
-        if cache is not None:
-            if not isinstance(cache, LinearAttentionCache):
-                raise TypeError(f"cache must be an ac.LinearAttentionCache, got {type(cache).__name__}.")
-            cache.bind(self)
+        check_layer_input(self, x, cache, self.hidden_dim)
         batch, length, _ = x.shape
         gate, xbc, dt = self.in_proj(x).split([self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
         past = None if cache is None else cache.conv_state
