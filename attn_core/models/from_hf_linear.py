@@ -7,6 +7,14 @@ and ``nemotron_h`` (``ac.Mamba2Mixer``), ``minimax`` (``ac.LightningAttention``)
 ``layer.load_state_dict(hf_layer.state_dict())`` works strictly. Each layer: ``layer(x, *, positions=None,
 cache=None)`` with one ``ac.LinearAttentionCache()`` per layer. Anything else raises NotImplementedError naming what
 is missing.
+
+Where HF rounds through float32 even for a float64 model (ours stays in the input's dtype): KDA casts q, k, v, g, beta
+to float32 for the whole rule, computes the forget gate and the gated output norm in float32 and stores the state in
+float32; Qwen3-Next / Qwen3.5 run the chunked rule in float32; Mamba-2 / Nemotron-H run the chunk scan, the decay
+``exp(dt · A)`` and the gated norm in float32; MiniMax builds its decay buffers in float32 at init and runs the output
+norm in float32. With those casts lifted (tests/hf_float64.py) every layer equals HF to 1e-10; as shipped the gap is
+first-order in float32's unit roundoff u = 2⁻²⁴, bounded by γ_n · max|out| with n the longest accumulation (one chunk
+plus the state's inner dimension), checked per family in tests/test_kda.py, test_ssd.py, test_lightning_attention.py.
 """
 
 from __future__ import annotations
