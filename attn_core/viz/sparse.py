@@ -16,16 +16,21 @@ the picture is what the code does, not a drawing of what it should do):
 
 from __future__ import annotations
 
+import functools
+
 import torch
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from attn_core.deepseek.compressed_attention import CompressedAttention
 from attn_core.deepseek.latent_attention import MultiHeadLatentAttention
 from attn_core.i18n import localize
-from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel
+from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT, _Heatmap
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import Explorer, merge_params
 
 __all__ = ["SPARSE_DEFAULTS", "LAYER_TYPES", "sparse_masks", "render_sparse_masks", "explain_sparse_masks"]
@@ -37,6 +42,7 @@ LAYER_TYPES = ("V3.2 DSA (top-k tokens)", "V4 sliding window", "V4 HCA", "V4 CSA
 # not read / a token read / a compressed entry read: grey, blue, orange (readable in colour-blind palettes)
 _COLORS = ListedColormap(["#f0f0f0", "#1f77b4", "#ff7f0e"])
 _LEGEND = ("not read", "a token read", "a compressed entry read")
+_NORM, _LOCATOR = Normalize(0, 2), MaxNLocator(nbins=5, integer=True)
 _HIDDEN, _TINY = 16, dict(head_dim=8, q_lora_rank=8, qk_rope_head_dim=4, o_groups=1, o_lora_rank=4)
 
 
@@ -48,11 +54,19 @@ def _params(overrides: dict) -> dict:
     return p
 
 
-@torch.no_grad()
 def sparse_masks(**overrides) -> dict[str, torch.Tensor]:
     """For each layer type, bool ``(L, L + T)``: True where the query (row) reads the key (column)."""
     p = _params(overrides)
-    torch.manual_seed(p["seed"])
+    # An explorer move asks twice (figure and line): the layers run once per setting; copies keep the cache intact.
+    key = tuple(p[name] for name in ("seq_len", "topk", "sliding_window", "csa_rate", "hca_rate", "seed"))
+    return {name: mask.clone() for name, mask in _run_layers(*key).items()}
+
+
+@functools.lru_cache(maxsize=32)
+@torch.no_grad()
+def _run_layers(seq_len, topk, sliding_window, csa_rate, hca_rate, seed) -> dict[str, torch.Tensor]:
+    p = dict(seq_len=seq_len, topk=topk, sliding_window=sliding_window, csa_rate=csa_rate, hca_rate=hca_rate)
+    torch.manual_seed(seed)
     x = torch.randn(1, p["seq_len"], _HIDDEN, dtype=torch.float64)  # (1, L, hidden)
     mla = MultiHeadLatentAttention(
         _HIDDEN, 2, kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=4, q_lora_rank=8,
@@ -87,43 +101,59 @@ def render_sparse_masks(**overrides) -> Figure:
     scale, size, length = float(p["font_scale"]), float(p["panel_size"]), p["seq_len"]
     widths = [m.shape[1] for m in masks.values()]
     height = max(size, length * 0.2 * scale) if p["values"] else size  # printed counts need ≥ 0.2 in per row
-    # Margins in inches, laid out by hand: constrained layout measured every label twice per draw, two thirds of
-    # an explorer redraw. Room for: the y label and ticks (left), two-line titles (top), the x label, its ticks and
-    # the colour legend (bottom), tick labels between panels.
+    # Margins in inches, laid out by hand (constrained layout measured every label twice per draw). Room for: the
+    # y label and ticks (left), two-line titles (top), the x label, its ticks and the colour legend (bottom), tick
+    # labels between panels.
     inch = height / length  # one key column
     counts = 0.3 * scale if p["values"] else 0.0  # the printed counts, right of each panel
     left, right, gap = 0.62 * scale, 0.15 + counts, 0.42 * scale + counts
     top, bottom = 0.6 * scale, 1.05 * scale
     width = left + right + gap * (len(masks) - 1) + inch * sum(widths)
     fig = Figure(figsize=(width, height + top + bottom), dpi=DPI)
-    fig.subplots_adjust(
-        left=left / width,
-        right=1 - right / width,
-        top=1 - top / (height + top + bottom),
-        bottom=bottom / (height + top + bottom),
-        wspace=gap / (inch * sum(widths) / len(masks)),  # a fraction of the mean panel width
-    )
-    axes = fig.subplots(1, len(masks), gridspec_kw={"width_ratios": widths})
-    for ax, (name, mask) in zip(axes, masks.items(), strict=True):
+    font, tick_font = FONT_PT * scale, FONT_PT * scale * 0.9
+    text, x0 = TextBatch(), left
+    for name, mask in masks.items():
+        keys = mask.shape[1]
+        # the panel's own Axes (four, as before), data in cells: x keys, y queries downwards
+        ax = lite_panel(fig, (x0, bottom, inch * keys, height), (-0.5, keys - 0.5), (length - 0.5, -0.5))
         shown = mask.to(torch.int64)  # (L, L + T): 0 not read, 1 token read
         shown[:, length:] *= 2  # 2: a compressed entry read
-        ax.imshow(shown.numpy(), cmap=_COLORS, vmin=0, vmax=2, interpolation="nearest")
-        if mask.shape[1] > length:
-            ax.axvline(length - 0.5, color="black", linewidth=1)  # tokens | compressed entries
+        image = _Heatmap(ax, cmap=_COLORS, norm=_NORM, extent=(-0.5, keys - 0.5, length - 0.5, -0.5),
+                         origin="upper", interpolation="nearest")  # fmt: skip
+        image.set_data(shown.numpy())
+        ax.add_image(image)
+        if keys > length:  # tokens | compressed entries
+            ax.add_line(Line2D([length - 0.5] * 2, [-0.5, length - 0.5], color="black", linewidth=1))
         if p["values"]:  # how many keys each query reads, right of its row
             for row, count in enumerate(mask.sum(-1).tolist()):
-                ax.text(mask.shape[1] - 0.2, row, str(count), va="center", fontsize=VALUE_PT * scale, clip_on=False)
+                text.add(x0 + (keys - 0.2 + 0.5) * inch, bottom + height - (row + 0.5) * inch, str(count),
+                         VALUE_PT * scale, ha="left", role="value")  # fmt: skip
+        # positions are whole numbers, few ticks (MaxNLocator(nbins=5, integer=True), as the axes had)
+        xticks = [(v, f"{v:.0f}") for v in _LOCATOR.tick_values(-0.5, keys - 0.5) if -0.5 <= v <= keys - 0.5]
+        yticks = [(v, f"{v:.0f}") for v in _LOCATOR.tick_values(-0.5, length - 0.5) if -0.5 <= v <= length - 0.5]
+        frame_and_ticks(ax, text, xticks, yticks, tick_font)
         reads = int(mask[-1].sum())
-        title = localize(name) + "\n" + localize(f"last query reads {reads}")
-        ax.set_title(title, fontsize=FONT_PT * scale, y=1.02)  # a fixed y: no title placement pass per draw
-        ax.set_xlabel(localize("keys (tokens | entries)"), fontsize=FONT_PT * scale)
-        ax.tick_params(labelsize=FONT_PT * scale * 0.9)
-        # positions are whole numbers; few ticks, since each tick is a handful of artists made on every draw
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
-        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
-    axes[0].set_ylabel(localize("query position"), fontsize=FONT_PT * scale)
-    legend = [Patch(color=_COLORS(i), label=localize(label)) for i, label in enumerate(_LEGEND)]
-    fig.legend(handles=legend, loc="lower center", ncols=3, fontsize=FONT_PT * scale, frameon=False)
+        centre, title_y = x0 + inch * keys / 2, bottom + height * 1.02  # a fixed y, as set_title(y=1.02)
+        text.add(centre, title_y, localize(f"last query reads {reads}"), font, va="baseline", role="title")
+        text.add(centre, title_y + 1.4 * font / 72, localize(name), font, va="baseline", role="title")
+        label_y = bottom - TICK_IN - PAD_IN - 1.25 * tick_font / 72 - 4 / 72
+        text.add(centre, label_y, localize("keys (tokens | entries)"), font, va="top", role="xlabel")
+        x0 += inch * keys + gap
+    y_ticks_width = max(text_width(str(v), tick_font) for v in range(length))
+    text.add(left - TICK_IN - PAD_IN - y_ticks_width - 4 / 72, bottom + height / 2, localize("query position"),
+             font, va="bottom", rotation=90, role="ylabel")  # fmt: skip
+    # the colour legend, centred at the bottom: a swatch and a label per colour
+    names = [localize(label) for label in _LEGEND]
+    swatch, spacing = 0.2 * font / 10 * 1.4, 0.3 * font / 10
+    entry_w = [swatch + 0.08 + text_width(n, font) for n in names]
+    x, y = (width - sum(entry_w) - spacing * (len(names) - 1)) / 2, 0.1 + 0.7 * font / 72
+    first = fig.axes[0]
+    for colour, name, w in zip(range(len(names)), names, entry_w, strict=True):
+        first.add_artist(Rectangle((x, y - swatch / 4), swatch, swatch / 2, color=_COLORS(colour),
+                                   transform=fig.dpi_scale_trans, clip_on=False))  # fmt: skip
+        text.add(x + swatch + 0.08, y, name, font, ha="left", role="legend")
+        x += w + spacing
+    text.draw(first, transform=fig.dpi_scale_trans)
     fig.sparse_masks = masks
     return fig
 
