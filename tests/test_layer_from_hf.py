@@ -295,3 +295,32 @@ def test_nemotron_h_attention_layers():
     _check_model(transformers.NemotronHModel, cfg, attn_name="mixer")  # eager softmax in float32: the bound
     with pytest.raises(NotImplementedError, match="nemotron_h.*'mlp'"):
         ac.layer_from_hf(cfg, 1)
+
+
+@pytest.mark.parametrize("index_topk", [4, 64])
+def test_deepseek_v32_sparse_mla(index_topk):
+    # 16 indexer heads: a key scores exactly 0 (a tie) only when all 16 relus are 0, so the top-k is unambiguous
+    # here; with 2 heads ties among zeros are common and torch.topk (HF) picks among them in an unspecified order
+    cfg = transformers.DeepseekV32Config(
+        vocab_size=64,
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=2,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_group=1,
+        topk_group=1,
+        first_k_dense_replace=1,
+        q_lora_rank=12,
+        kv_lora_rank=10,
+        qk_nope_head_dim=6,
+        qk_rope_head_dim=4,
+        v_head_dim=5,
+        index_n_heads=16,
+        index_head_dim=8,
+        index_topk=index_topk,
+    )
+    _check_model(transformers.DeepseekV32Model, cfg)

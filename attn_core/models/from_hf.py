@@ -31,6 +31,7 @@ COVERED_SOFTMAX_TYPES = (
     "qwen3_5_text",
     "diffllama",
     "deepseek_v3",
+    "deepseek_v32",
     "gemma4_text",
     "kimi_linear",
     "minimax",
@@ -76,11 +77,18 @@ def _missing(model_type: str, what: str) -> NotImplementedError:
     return NotImplementedError(f"layer_from_hf does not cover model type {model_type!r}: {what}.")
 
 
-def _mla(config, *, nope: bool = False) -> nn.Module:
-    from attn_core.models.hf_mla import HFLatentAttention
+def _mla(config, *, nope: bool = False, sparse: bool = False) -> nn.Module:
+    from attn_core.models.hf_mla import HFLatentAttention, HFSparseLatentAttention
 
     theta, scaling, _ = (None, None, 1.0) if nope else _rope(config, None)
-    return HFLatentAttention(
+    extra = {}
+    if sparse:  # DeepSeek-V3.2: the indexer; HF always interleaves the MLA's rotary pairs there
+        extra = {
+            "index_n_heads": config.index_n_heads,
+            "index_head_dim": config.index_head_dim,
+            "index_topk": config.index_topk,
+        }
+    return (HFSparseLatentAttention if sparse else HFLatentAttention)(
         config.hidden_size,
         config.num_attention_heads,
         q_lora_rank=config.q_lora_rank,
@@ -91,8 +99,9 @@ def _mla(config, *, nope: bool = False) -> nn.Module:
         attention_bias=bool(getattr(config, "attention_bias", False)),
         rope_theta=theta,
         rope_scaling=scaling,
-        rope_interleave=bool(getattr(config, "rope_interleave", False)),
+        rope_interleave=True if sparse else bool(getattr(config, "rope_interleave", False)),
         rms_norm_eps=1e-6,  # HF builds these two RMSNorms with their default eps, not config.rms_norm_eps
+        **extra,
     )
 
 
@@ -213,6 +222,8 @@ def layer_from_hf(config, layer_idx: int) -> nn.Module:
         )
     if model_type == "deepseek_v3":
         return _mla(config)
+    if model_type == "deepseek_v32":
+        return _mla(config, sparse=True)
     if model_type == "minimax":  # its softmax layers: Mistral's (RoPE, an optional window on every one of them)
         if layer_type != "full_attention":
             raise _missing(str(model_type), f"layer {layer_idx} has layer type {layer_type!r}")

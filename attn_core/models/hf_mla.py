@@ -129,3 +129,96 @@ class HFLatentAttention(nn.Module):
         out, weights = scaled_dot_product_attention(q, k, v, mask, scale=self.scaling)  # (B, H, L, dv)
         out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.v_head_dim)  # (B, L, H·dv)
         return self.o_proj(out), weights  # (B, L, hidden), (B, H, L, T)
+
+
+class HFIndexer(nn.Module):
+    """DeepSeek-V3.2's lightning indexer, HF's names (``DeepseekV32Indexer``); the series teaches it as
+    ``ac.LightningIndexer``. Score of key ``t`` for query ``s``:
+    ``Σ_h w[s, h] · H^-½ · relu(D^-½ · q[s, h] · k[t])``, with ``q = wq_b(q_resid)``, ``k = LayerNorm(wk(x))``,
+    ``w = weights_proj(x)`` and RoPE (rotate half) on the first ``qk_rope_head_dim`` features of q and k."""
+
+    def __init__(self, hidden_size: int, q_lora_rank: int, n_heads: int, head_dim: int, qk_rope_head_dim: int) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim, self.qk_rope_head_dim = n_heads, head_dim, qk_rope_head_dim
+        self.wq_b = nn.Linear(q_lora_rank, n_heads * head_dim, bias=False)  # rq -> Hi·Di
+        self.wk = nn.Linear(hidden_size, head_dim, bias=False)  # hidden -> Di: one key shared by the heads
+        self.k_norm = nn.LayerNorm(head_dim, eps=1e-6)
+        self.weights_proj = nn.Linear(hidden_size, n_heads, bias=False)  # hidden -> Hi: per-query head weights
+
+    def rotate(self, t: torch.Tensor, positions: torch.Tensor, base: float, scaling: dict | None) -> torch.Tensor:
+        rot, rest = t.split([self.qk_rope_head_dim, self.head_dim - self.qk_rope_head_dim], dim=-1)
+        return torch.cat([apply_rope(rot, positions, base=base, scaling=scaling), rest], dim=-1)  # (..., L, Di)
+
+    def scores(self, x: torch.Tensor, q_resid: torch.Tensor, keys: torch.Tensor, rotate) -> torch.Tensor:
+        """``(B, L, T)`` index scores of the new queries against every key so far ``keys (B, T, Di)``."""
+        batch, q_len, _ = x.shape
+        q = rotate(self.wq_b(q_resid).view(batch, q_len, self.n_heads, self.head_dim).transpose(1, 2))  # (B,Hi,L,Di)
+        per_head = torch.relu(q @ keys[:, None].transpose(-1, -2) * self.head_dim**-0.5)  # (B, Hi, L, T)
+        weights = self.weights_proj(x) * self.n_heads**-0.5  # (B, L, Hi)
+        return torch.einsum("blh,bhlt->blt", weights, per_head)  # (B, L, T)
+
+
+class HFSparseLatentAttention(HFLatentAttention):
+    """DeepSeek-V3.2: MLA whose query ``s`` attends only to the ``index_topk`` causal keys its indexer scores
+    highest (DSA; among equal scores the earliest keys). The one ``ac.KVCache`` holds the latent and the indexer key
+    side by side as "keys"
+    ``(B, 1, T, r + Di)`` and the rotary key as "values"."""
+
+    def __init__(self, *args, index_n_heads: int, index_head_dim: int, index_topk: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.q_lora_rank is None:
+            raise ValueError("DeepSeek-V3.2's indexer reads the query latent: q_lora_rank must be set.")
+        self.index_topk = index_topk
+        self.indexer = HFIndexer(
+            self.hidden_size, self.q_lora_rank, index_n_heads, index_head_dim, self.qk_rope_head_dim
+        )
+
+    def forward(
+        self, x: torch.Tensor, *, positions: torch.Tensor | None = None, cache: KVCache | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.hidden_size:
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (batch, seq_len, hidden_size={self.hidden_size}), got {got}.")
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be an ac.KVCache() (one per layer), got {type(cache).__name__}.")
+        batch, q_len, _ = x.shape
+        start = len(cache) if cache is not None else 0
+        if positions is None:
+            positions = torch.arange(start, start + q_len, device=x.device)  # (L,)
+        positions = torch.as_tensor(positions, device=x.device)
+        rope_pos = positions if positions.ndim == 1 else positions[:, None, :]  # (L,) or (B, 1, L)
+
+        q_resid = self.q_a_layernorm(self.q_a_proj(x))  # (B, L, rq): the indexer reads it too
+        q = self.q_b_proj(q_resid).view(batch, q_len, self.num_heads, self.qk_head_dim).transpose(1, 2)
+        q_nope, q_rot = q.split([self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1)  # (B, H, L, dn), (.., dr)
+        latent, k_rot = self.kv_a_proj_with_mqa(x).split([self.kv_lora_rank, self.qk_rope_head_dim], dim=-1)
+        latent = self.kv_a_layernorm(latent)[:, None]  # (B, 1, L, r)
+        k_rot, q_rot = self._rope(k_rot[:, None], rope_pos), self._rope(q_rot, rope_pos)  # (B,1,L,dr), (B,H,L,dr)
+
+        def rotate(t):
+            return self.indexer.rotate(t, rope_pos, self.rope_theta, self.rope_scaling)
+
+        index_key = rotate(self.indexer.k_norm(self.indexer.wk(x))[:, None])  # (B, 1, L, Di)
+        stored = torch.cat([latent, index_key], dim=-1)  # (B, 1, L, r + Di)
+        if cache is not None:
+            cache.bind(self)
+            stored, k_rot = cache.update(stored, k_rot)  # (B, 1, T, r + Di), (B, 1, T, dr)
+        latent, index_key = stored.split([self.kv_lora_rank, self.indexer.head_dim], dim=-1)
+        total = latent.shape[-2]
+        mask = causal_chunk_window_mask(
+            torch.arange(start, start + q_len, device=x.device), torch.arange(total, device=x.device)
+        )  # (L, T)
+        scores = self.indexer.scores(x, q_resid, index_key[:, 0], rotate).masked_fill(~mask, float("-inf"))
+        # relu makes ties (exact zeros) common: a stable sort keeps the earliest keys among equals, so every chunking
+        # picks the same keys (torch.topk's order among ties is unspecified)
+        top = scores.sort(dim=-1, descending=True, stable=True).indices[..., : self.index_topk]  # (B, L, k)
+        chosen = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, top, True)  # (B, L, T)
+        mask = (mask & chosen)[:, None]  # (B, 1, L, T): causal and picked by the indexer
+
+        kv = self.kv_b_proj(latent[:, 0]).view(batch, total, self.num_heads, -1).transpose(1, 2)  # (B, H, T, dn+dv)
+        k_nope, v = kv.split([self.qk_nope_head_dim, self.v_head_dim], dim=-1)  # (B, H, T, dn), (B, H, T, dv)
+        k = torch.cat([k_nope, k_rot.expand(-1, self.num_heads, -1, -1)], dim=-1)  # (B, H, T, dn + dr)
+        q = torch.cat([q_nope, q_rot], dim=-1)  # (B, H, L, dn + dr)
+        out, weights = scaled_dot_product_attention(q, k, v, mask, scale=self.scaling)  # (B, H, L, dv)
+        out = out.transpose(1, 2).reshape(batch, q_len, self.num_heads * self.v_head_dim)  # (B, L, H·dv)
+        return self.o_proj(out), weights  # (B, L, hidden), (B, H, L, T)
