@@ -58,6 +58,9 @@ class ChinesePhrases(SearchChinese):
     "注意力汇聚点" finds the run "注意力汇聚点让模型..." of notebook 12c.
     """
 
+    # Sphinx 9.0.4's zh search page names a ChineseStemmer no script defines (a page error, search dead); its
+    # stemmer script is English's, so the page must name EnglishStemmer (language_name only picks that name).
+    language_name = "English"
     han = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
     def split(self, input: str) -> list[str]:

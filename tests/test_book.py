@@ -146,8 +146,8 @@ def test_language_switch_lands_on_the_twin(page_factory, site, prefix, twin):
         page = open_page(page_factory, site + page_of(notebook, prefix))
         try:
             page.click("p.lang-switch a")
-            page.wait_for_load_state("load")
-            assert page.url == site + page_of(notebook, twin)
+            page.wait_for_url(site + page_of(notebook, twin), wait_until="commit")  # raises if it lands elsewhere
+            assert page.failed == []
         finally:
             page.close()
 
