@@ -58,18 +58,18 @@ def _run_hf(model_cls, config, attn_name="self_attn"):
     return attn_modules, seen
 
 
-def _check_layer(config, layer_idx, hf_attn, x, ref, exact=False):
+def _check_layer(config, layer_idx, hf_attn, x, ref, exact=False, new_cache=ac.KVCache):
     layer = ac.layer_from_hf(config, layer_idx).to(torch.float64).eval()
     layer.load_state_dict(hf_attn.state_dict(), strict=True)
     tol = 1e-10 if exact else U32 * 64 * ref.abs().max().item()  # exact: HF stays in float64 on this layer
     with torch.no_grad():
         out = layer(x)[0]  # (B, L, hidden)
         assert (out - ref).abs().max().item() <= tol, (layer_idx, (out - ref).abs().max().item(), tol)
-        cache = ac.KVCache()
+        cache = new_cache()
         steps = torch.cat([layer(x[:, t : t + 1], cache=cache)[0] for t in range(SEQ)], dim=1)
         assert (steps - out).abs().max().item() <= 1e-12
         for cut in ([5, 7], [3, 3, 6], [1, 10, 1]):
-            cache = ac.KVCache()
+            cache = new_cache()
             pieces, start = [], 0
             for size in cut:
                 pieces.append(layer(x[:, start : start + size], cache=cache)[0])
@@ -78,7 +78,7 @@ def _check_layer(config, layer_idx, hf_attn, x, ref, exact=False):
     return layer
 
 
-def _check_model(model_cls, config, exact_layers=(), attn_name="self_attn"):
+def _check_model(model_cls, config, exact_layers=(), attn_name="self_attn", new_cache=ac.KVCache):
     config._attn_implementation = "eager"
     config._experts_implementation = "eager"  # grouped_mm has no float64 kernel
     attn_modules, seen = _run_hf(model_cls, config, attn_name)
@@ -87,7 +87,7 @@ def _check_model(model_cls, config, exact_layers=(), attn_name="self_attn"):
         if hf_attn is None:
             continue
         x, ref = seen[checked]
-        _check_layer(config, idx, hf_attn, x, ref, exact=idx in exact_layers)
+        _check_layer(config, idx, hf_attn, x, ref, exact=idx in exact_layers, new_cache=new_cache)
         checked += 1
     assert checked >= 2
 
@@ -324,3 +324,28 @@ def test_deepseek_v32_sparse_mla(index_topk):
         index_topk=index_topk,
     )
     _check_model(transformers.DeepseekV32Model, cfg)
+
+
+def test_deepseek_v4_window_hca_csa_layers():
+    cfg = transformers.DeepseekV4Config(
+        vocab_size=64,
+        hidden_size=32,
+        num_attention_heads=4,
+        head_dim=16,
+        q_lora_rank=12,
+        partial_rotary_factor=6 / 16,
+        sliding_window=5,
+        o_groups=2,
+        o_lora_rank=8,
+        index_topk=2,
+        index_n_heads=3,
+        index_head_dim=8,
+        compress_rates={"compressed_sparse_attention": 3, "heavily_compressed_attention": 4},
+        layer_types=["sliding_attention", "heavily_compressed_attention", "compressed_sparse_attention"],
+        num_hidden_layers=3,
+        intermediate_size=32,
+        moe_intermediate_size=16,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+    )
+    _check_model(transformers.DeepseekV4Model, cfg, new_cache=ac.CompressedKVCache)

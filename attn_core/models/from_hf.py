@@ -13,8 +13,10 @@ Every other type or layer raises NotImplementedError naming the type and what is
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
+from attn_core.deepseek.compressed_attention import CompressedAttention
 from attn_core.models.hf_softmax import HFSoftmaxAttention
 
 __all__ = ["layer_from_hf", "COVERED_SOFTMAX_TYPES"]
@@ -32,6 +34,7 @@ COVERED_SOFTMAX_TYPES = (
     "diffllama",
     "deepseek_v3",
     "deepseek_v32",
+    "deepseek_v4",
     "gemma4_text",
     "kimi_linear",
     "minimax",
@@ -125,6 +128,48 @@ def _gemma4(config, layer_idx: int, layer_type: str) -> nn.Module:
         k_eq_v=bool(config.attention_k_eq_v) and not sliding,
         reuse_kv=config.kv_sharing_modes[layer_idx] == "reuse",
     )
+
+
+def _deepseek_v4(config, layer_idx: int, layer_type: str) -> nn.Module:
+    kinds = ("sliding_attention", "heavily_compressed_attention", "compressed_sparse_attention")
+    if layer_type not in kinds:
+        raise _missing("deepseek_v4", f"layer {layer_idx} has layer type {layer_type!r} (built: {', '.join(kinds)})")
+    params = dict(config.rope_parameters["main" if layer_type == "sliding_attention" else "compress"])
+    theta = float(params.pop("rope_theta"))
+    partial = params.pop("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    scaling = None if params.get("rope_type", "default") == "default" else params
+    compress_rate = None if layer_type == "sliding_attention" else config.compress_rates[layer_type]
+    sparse = layer_type == "compressed_sparse_attention"
+    return CompressedAttentionFromHF(
+        config.hidden_size,
+        config.num_attention_heads,
+        head_dim=config.head_dim,
+        q_lora_rank=config.q_lora_rank,
+        qk_rope_head_dim=int(config.head_dim * partial),
+        sliding_window=config.sliding_window,
+        o_groups=config.o_groups,
+        o_lora_rank=config.o_lora_rank,
+        compress_rate=compress_rate,
+        index_topk=config.index_topk if sparse else None,
+        index_n_heads=config.index_n_heads,
+        index_head_dim=config.index_head_dim,
+        rope_base=theta,
+        rope_scaling=scaling,
+        eps=config.rms_norm_eps,
+    )
+
+
+class CompressedAttentionFromHF(CompressedAttention):
+    """``ac.CompressedAttention`` (HF's names already) with the contract's call: ``positions`` must be the default
+    (V4's layer derives them from its ``ac.CompressedKVCache``, the cache its family uses)."""
+
+    def forward(self, x, *, positions=None, cache=None):
+        if positions is not None:
+            start = len(cache) if cache is not None else 0
+            expected = torch.arange(start, start + x.shape[1], device=x.device)
+            if not torch.equal(torch.as_tensor(positions, device=x.device).reshape(-1, x.shape[1])[0], expected):
+                raise ValueError("DeepSeek-V4's layer takes its positions from the cache: pass positions=None.")
+        return super().forward(x, cache=cache)
 
 
 def layer_from_hf(config, layer_idx: int) -> nn.Module:
@@ -224,6 +269,8 @@ def layer_from_hf(config, layer_idx: int) -> nn.Module:
         return _mla(config)
     if model_type == "deepseek_v32":
         return _mla(config, sparse=True)
+    if model_type == "deepseek_v4":  # cache: ac.CompressedKVCache (window keys and compressed entries)
+        return _deepseek_v4(config, layer_idx, layer_type)
     if model_type == "minimax":  # its softmax layers: Mistral's (RoPE, an optional window on every one of them)
         if layer_type != "full_attention":
             raise _missing(str(model_type), f"layer {layer_idx} has layer type {layer_type!r}")
