@@ -8,6 +8,7 @@ import pytest
 
 import attn_core as ac
 from attn_core.viz import rope_scaling as rs
+from attn_core.viz.textpaths import text_items
 
 
 @pytest.mark.parametrize("scaling", rs.SCALINGS)
@@ -70,15 +71,35 @@ def test_legend_does_not_cover_the_band(scaling):
 
     fig = rs.render_bands(scaling=scaling)
     FigureCanvasAgg(fig).draw()
-    left = fig.axes[0]
-    legend_box = left.get_legend().get_window_extent()
-    for patch in left.patches:  # the shaded band (axvspan), if any
+    legend = [patch for ax in fig.axes for patch in ax.patches if patch.get_gid() == "band-legend"]
+    assert len(legend) == 1
+    legend_box = legend[0].get_window_extent()
+    band = [patch for patch in fig.axes[0].patches if patch.get_gid() == "band"]  # axvspan
+    assert len(band) == (0 if scaling == "linear" else 1)
+    for patch in band:
         assert not legend_box.overlaps(patch.get_window_extent())
 
 
-def test_log_axes_have_plain_labels_and_no_minor_ticks():
+@pytest.mark.parametrize("params", [{}, dict(head_dim=128, original_context=8192)])
+def test_log_axes_have_plain_labels_and_few_ticks(params):
     """The render cost: mathtext tick labels and ~200 minor ticks made a redraw 10-20x a single attention map."""
-    fig = rs.render_bands(head_dim=128, original_context=8192)
-    for axis in fig.axes:
-        assert axis.xaxis.get_minorticklocs().size == 0
-        assert not any("$" in axis.xaxis.get_major_formatter()(t, 0) for t in axis.get_xticks())
+    fig = rs.render_bands(**params)
+    xticks = [label.text for role, label, _ in text_items(fig) if role == "xtick"]
+    assert not any("$" in tick for tick in xticks) and len(xticks) <= 2 * 9
+    assert "1,000" in xticks and "10,000" in xticks
+
+
+def test_figure_says_what_it_said():
+    """Issue #33's explorer speed redrew the figure without matplotlib's tick machinery: the same words and numbers
+    (titles, axis names, ticks, legends) as the Axes-drawn figure it replaced."""
+    fig = rs.render_bands()
+    texts = {role: [label.text for r, label, _ in text_items(fig) if r == role] for role in
+             ("title", "xlabel", "ylabel", "xtick", "ytick", "band-legend", "decay-legend")}  # fmt: skip
+    assert len(fig.axes) == 2
+    assert texts["title"] == ["each pair's new speed", "long-range decay"]
+    assert texts["xlabel"] == ["turns in the original context", "distance m − n (tokens)"]
+    assert texts["ylabel"] == ["frequency ratio", "average score / |q|²"]
+    assert texts["xtick"] == ["0.1", "1", "10", "100", "1,000", "1", "10", "100", "1,000", "10,000", "100,000"]
+    assert texts["ytick"] == ["0.00", "0.25", "0.50", "0.75", "1.00", "−0.3", "0.0", "0.3", "0.6", "0.9"]
+    assert texts["band-legend"] == ["ramp (YaRN)", "scaled / plain"]
+    assert texts["decay-legend"] == ["plain", "scaled"]

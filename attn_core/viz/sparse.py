@@ -133,7 +133,10 @@ def render_sparse_masks(**overrides) -> Figure:
         yticks = [(v, f"{v:.0f}") for v in _LOCATOR.tick_values(-0.5, length - 0.5) if -0.5 <= v <= length - 0.5]
         frame_and_ticks(ax, text, xticks, yticks, tick_font)
         reads = int(mask[-1].sum())
-        centre, title_y = x0 + inch * keys / 2, bottom + height * 1.02  # a fixed y, as set_title(y=1.02)
+        centre, title_y = (
+            x0 + inch * keys / 2,
+            bottom + height * 1.02 + 6 / 72,
+        )  # a fixed y, as set_title(y=1.02) and its 6 pt pad
         text.add(centre, title_y, localize(f"last query reads {reads}"), font, va="baseline", role="title")
         text.add(centre, title_y + 1.4 * font / 72, localize(name), font, va="baseline", role="title")
         label_y = bottom - TICK_IN - PAD_IN - 1.25 * tick_font / 72 - 4 / 72
