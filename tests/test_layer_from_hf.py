@@ -349,3 +349,22 @@ def test_deepseek_v4_window_hca_csa_layers():
         num_experts_per_tok=2,
     )
     _check_model(transformers.DeepseekV4Model, cfg, new_cache=ac.CompressedKVCache)
+
+
+def test_linear_layers_go_to_linear_layer_from_hf(monkeypatch):
+    import sys
+
+    cfg = transformers.Qwen3NextConfig(**TINY, num_hidden_layers=4)
+    assert cfg.layer_types[0] == "linear_attention"
+    monkeypatch.setitem(sys.modules, "attn_core.models.from_hf_linear", None)  # as if H7b's module were missing
+    with pytest.raises(NotImplementedError, match="qwen3_next.*linear_attention.*from_hf_linear"):
+        ac.layer_from_hf(cfg, 0)
+    assert isinstance(ac.layer_from_hf(cfg, 3), torch.nn.Module)  # the full-attention layer needs no linear module
+
+
+def test_bad_layer_index_and_multimodal_wrapper():
+    cfg = transformers.LlamaConfig(**TINY, num_hidden_layers=2)
+    with pytest.raises(IndexError):
+        ac.layer_from_hf(cfg, 2)
+    with pytest.raises(NotImplementedError, match="text_config"):
+        ac.layer_from_hf(transformers.Gemma3Config(), 0)

@@ -6,9 +6,21 @@ and sinks built in, no mask argument), positions ``0..L-1`` or continuing the ca
 ``(out, weights)`` as every softmax layer of the series (and HF's attention modules) does, and take an
 ``ac.KVCache()``; linear / SSM mixers come from ``attn_core.models.from_hf_linear.linear_layer_from_hf``.
 
-Which class serves which type: ``HFSoftmaxAttention`` (attn_core/models/hf_softmax.py; options named after the HF
-config keys) for llama, gemma3_text, gpt_oss, llama4_text and the full-attention layers of qwen3_next / qwen3_5_text.
+Which class serves which type (each documented against the HF source it mirrors):
+- ``HFSoftmaxAttention`` (models/hf_softmax.py; options named after the HF config keys): llama, gemma3_text, gpt_oss
+  (sinks, windows, YaRN), llama4_text (chunked attention, NoPE temperature, L2 QK-norm), the full-attention layers of
+  qwen3_next / qwen3_5_text (output gate), minimax's softmax layers, nemotron_h's attention layers (no RoPE);
+- ``HFDiffLlamaAttention`` (models/hf_diff.py): diffllama;
+- ``HFLatentAttention`` / ``HFSparseLatentAttention`` (models/hf_mla.py): deepseek_v3, kimi_linear's MLA layers
+  (no RoPE), deepseek_v32 (indexer top-k);
+- ``HFGemma4Attention`` (models/hf_gemma4.py): gemma4_text (K=V, KV sharing through the storing layer's cache);
+- ``ac.CompressedAttention`` (deepseek/): deepseek_v4, with its own ``ac.CompressedKVCache``.
+Layers of kind ``linear_attention`` go to ``attn_core.models.from_hf_linear.linear_layer_from_hf`` (imported lazily).
 Every other type or layer raises NotImplementedError naming the type and what is missing.
+
+Precision: our layers compute in the input dtype; HF rounds through float32 in its rotary tables, RMSNorms and most
+eager softmaxes, so equality in float64 holds to a float32-sized bound there (tests/test_layer_from_hf.py derives
+it), and to 1e-10 where HF stays in float64 (e.g. Llama 4's NoPE layers).
 """
 
 from __future__ import annotations
