@@ -28,7 +28,17 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import attn_core as ac  # noqa: E402
-from attn_core.viz import mla, rope, rope_scaling, sampling, sparse, tiles, widgets  # noqa: E402
+from attn_core.viz import (  # noqa: E402
+    kernel_schedule,
+    linear_attention,
+    mla,
+    rope,
+    rope_scaling,
+    sampling,
+    sparse,
+    tiles,
+    widgets,
+)
 
 
 def bench_kernels() -> None:
@@ -85,7 +95,19 @@ def bench_render() -> None:
     redraws["bands (06b): head_dim 128, context 8192"] = lambda: widgets.figure_png(
         rope_scaling.render_bands(head_dim=128, original_context=8192)
     )
+    redraws["bands (06b): llama3, head_dim 128, context 8192, values"] = lambda: widgets.figure_png(
+        rope_scaling.render_bands(scaling="llama3", head_dim=128, original_context=8192, values=True)
+    )
     redraws["sparse masks (09b): default view"] = lambda: widgets.figure_png(sparse.render_sparse_masks())
+
+    def sparse_move() -> None:  # a slider move: a new setting runs the four layers once for figure and line
+        sparse._run_layers.cache_clear()
+        widgets.figure_png(sparse.render_sparse_masks(seq_len=48))
+        sparse.explain_sparse_masks(seq_len=48)
+
+    redraws["sparse masks (09b): a move to 48 tokens, layers run"] = sparse_move
+    redraws["kernel schedule (12b): default view"] = lambda: widgets.figure_png(kernel_schedule.render_schedule())
+    redraws["chunks (12d): default view"] = lambda: widgets.figure_png(linear_attention.render_chunks())
     # 11's explorer on a Gemma-sized vocabulary (random logits cost the same as the model's): one slider move
     vocab = torch.randn(262_144, generator=torch.Generator().manual_seed(0)) * 3  # (V,)
     top_p = sampling.sampling_explorer(vocab).controls["top_p"]  # setting its value redraws once (observe)
