@@ -2,7 +2,9 @@
 
 The bank is the source of truth afterwards: notebook 17 is generated from it (interview/build_cheat_sheet.py), and the
 folded questions stay in their notebooks, where tests/test_interview_bank.py checks the bank still matches them.
-Run: python interview/collect_from_notebooks.py > /tmp/imported.yaml (it never overwrites the bank).
+Run: python interview/collect_from_notebooks.py > /tmp/imported.yaml (it never overwrites the bank), or, after a
+notebook's folded questions changed, `python interview/collect_from_notebooks.py --sync` (refreshes those cards in
+the bank; tests/test_interview_bank.py says when) and `python interview/build_cheat_sheet.py`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -20,9 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 ZH = NOTEBOOKS / "zh"
 CHEAT = "17_interview_cheat_sheet"
+HAND_WRITTEN_17 = "9d410b5"  # the last commit with the hand-written notebook 17
 DETAILS = re.compile(r"<details><summary>(.*?)</summary>\s*(.*?)\s*</details>", re.S)
 QUESTION = re.compile(r"^### Q(\d+) · (.*?) · (.*?) · (★+)\s*\n+(.*)", re.S)
 NUMBER = re.compile(r"^\s*\d+\.\s*")  # "3. Why …" in the notebooks: the bank numbers nothing
+QUESTION_SECTION = re.compile(r"Interview|Warm-up questions")
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 
 # Which notebook and section teaches each of 17's questions (by question number): the editor's mapping.
@@ -88,6 +93,13 @@ STARS_OF_TOPIC = {
 }  # fmt: skip
 
 
+def before_generation(path: str) -> str:
+    """17 as it was before the bank generated it (the hand-written 37 questions were imported from there)."""
+    return subprocess.run(
+        ["git", "show", f"{HAND_WRITTEN_17}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+
+
 def cells(name: str, zh: bool = False) -> list[dict]:
     return json.loads(((ZH if zh else NOTEBOOKS) / f"{name}.ipynb").read_text())["cells"]
 
@@ -121,8 +133,21 @@ def best_proof(notebook_cells: list[dict], interview_index: int, question: str) 
     return best, [line for line in lines if line in ranked]
 
 
+def folded_questions(notebook_cells: list[dict], english: list[dict] | None = None) -> list[tuple[int, re.Match]]:
+    """The folded questions of a notebook's interview (or warm-up) section; hints and derivations fold too. A Chinese
+    notebook has its English twin's cells, so ``english`` says which section each cell is in."""
+    english = notebook_cells if english is None else english
+    return [
+        (i, m)
+        for i, c in enumerate(notebook_cells)
+        if c["cell_type"] == "markdown" and QUESTION_SECTION.search(section_of(english, i))
+        for m in DETAILS.finditer(text(c))
+    ]
+
+
 def cheat_sheet_cards() -> list[dict]:
-    en, translation = cells(CHEAT), json.loads((NOTEBOOKS / "zh/translations" / f"{CHEAT}.json").read_text())["cells"]
+    en = json.loads(before_generation(f"notebooks/{CHEAT}.ipynb"))["cells"]
+    translation = json.loads(before_generation(f"notebooks/zh/translations/{CHEAT}.json"))["cells"]
     cards = []
     for i, cell in enumerate(en):
         match = QUESTION.match(text(cell))
@@ -158,8 +183,8 @@ def folded_cards() -> list[dict]:
         if name == CHEAT:
             continue
         en, zh = cells(name), cells(name, zh=True)
-        en_q = [(i, m) for i, c in enumerate(en) if c["cell_type"] == "markdown" for m in DETAILS.finditer(text(c))]
-        zh_q = [m for c in zh if c["cell_type"] == "markdown" for m in DETAILS.finditer(text(c))]
+        en_q = folded_questions(en)
+        zh_q = [m for _, m in folded_questions(zh, en)]
         assert len(en_q) == len(zh_q), (name, len(en_q), len(zh_q))
         short = name.split("_")[0]
         topic = TOPIC_OF_NOTEBOOK[short]
@@ -181,5 +206,40 @@ def folded_cards() -> list[dict]:
     return cards
 
 
+def dump(bank: dict) -> str:
+    """YAML with multi-line strings as literal blocks, so the bank diffs and reads well."""
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text_block(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+    Dumper.add_representer(str, text_block)
+    return yaml.dump(bank, Dumper=Dumper, allow_unicode=True, sort_keys=False, width=120)
+
+
+def sync(path: Path) -> int:
+    """Refresh the bank's folded-question cards from the notebooks (text, proof cell, section); keep everything else.
+    Keeps a card's stars and stars_from when the question is still there."""
+    bank = yaml.safe_load(path.read_text(encoding="utf-8"))
+    old = {c["id"]: c for c in bank["cards"]}
+    fresh = folded_cards()
+    for card in fresh:
+        card["stars"] = old.get(card["id"], card)["stars"]
+        card["stars_from"] = old.get(card["id"], {}).get("stars_from", ["editor-estimate"])
+        order = ["id", "origin", "topic", "stars", "stars_from", "en", "zh", "teaches", "proof"]
+        card_sorted = {k: card[k] for k in order}
+        card.clear()
+        card.update(card_sorted)
+    kept = [c for c in bank["cards"] if "proof" not in c]
+    bank["cards"] = kept + fresh
+    path.write_text(dump(bank), encoding="utf-8")
+    print(f"{path.name}: {len(kept)} cards kept, {len(fresh)} folded questions refreshed from the notebooks")
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--sync"]:
+        sys.exit(sync(ROOT / "interview" / "questions.yaml"))
     yaml.safe_dump(cheat_sheet_cards() + folded_cards(), sys.stdout, allow_unicode=True, sort_keys=False, width=120)
