@@ -18,6 +18,8 @@ Which class serves which type (each documented against the HF source it mirrors)
 Layers of kind ``linear_attention`` go to ``attn_core.models.from_hf_linear.linear_layer_from_hf`` (imported lazily).
 Every other type or layer raises NotImplementedError naming the type and what is missing.
 
+One piece: the dispatcher, one short branch per covered model type reading that type's config keys.
+
 Precision: our layers compute in the input dtype; HF rounds through float32 in its rotary tables, RMSNorms and most
 eager softmaxes, so equality in float64 holds to a float32-sized bound there (tests/test_layer_from_hf.py derives
 it), and to 1e-10 where HF stays in float64 (e.g. Llama 4's NoPE layers).
