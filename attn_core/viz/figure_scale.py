@@ -68,9 +68,31 @@ def _install_png_formatter(scaled: bool) -> None:
         keywords.pop("base64", None)
         if getattr(getattr(before, "func", None), "__name__", "") == "retina_figure":
             keywords["fmt"] = "retina"
-        formatter_then.for_type(Figure, lambda figure: scaled_png(figure, **keywords))
+
+        def scaled_figure_png(figure):
+            return scaled_png(figure, **keywords)
+
+        formatter_then.for_type(Figure, scaled_figure_png)
+        _state["ours"] = scaled_figure_png
+        if not _state.get("watching"):  # a later `%matplotlib inline` puts its own printer back: take it again
+            shell.events.register("post_run_cell", _keep_scaled_formatter)
+            _state["watching"] = True
         return
     formatter_then.pop(Figure, None)
     if before is not None:
         formatter_then.for_type(Figure, before)
     _state["replaced"] = None
+
+
+def _keep_scaled_formatter(*_args) -> None:
+    replaced = _state["replaced"]
+    if replaced is None:  # scale back at 1: nothing to keep
+        return
+    formatter, _ = replaced
+    try:
+        now = formatter.lookup_by_type(Figure)
+    except KeyError:
+        now = None
+    if now is not _state.get("ours"):
+        _state["replaced"] = (formatter, now)  # the new printer is what scale 1 restores
+        _install_png_formatter(True)

@@ -22,9 +22,11 @@ EXPLORER = "widgets.temperature_explorer(panel_size=1.5)"
 def test_fallback_hidden_live_and_figure_scale_enlarges_every_figure(page, lab, screenshot_dir):
     notebook = write_notebook(
         lab.notebooks / "e2e_figure_scale.ipynb",
-        f"import torch\nimport attn_core as ac\nfrom attn_core.viz import widgets\n{EXPLORER}",
+        f"%matplotlib inline\nimport torch\nimport attn_core as ac\nfrom attn_core.viz import widgets\n{EXPLORER}",
         PLAIN,
         f"ac.set_figure_scale(1.5)\n{EXPLORER}",
+        PLAIN,
+        "%matplotlib inline",  # matplotlib-inline puts its own PNG printer back: the scale must survive it
         PLAIN,
     )
     with screenshot_on_failure(page, screenshot_dir, "figure-scale"):
@@ -33,9 +35,10 @@ def test_fallback_hidden_live_and_figure_scale_enlarges_every_figure(page, lab, 
         assert_no_errors(page)
         explorer(page, "temperature")
         cells = page.locator(".jp-Notebook .jp-CodeCell")
-        shown = [cells.nth(i).evaluate(SHOWN_IMAGES_JS) for i in range(4)]
+        shown = [cells.nth(i).evaluate(SHOWN_IMAGES_JS) for i in range(6)]
         # one figure per cell: the explorer's live image, not also its fallback
-        assert [len(widths) for widths in shown] == [1, 1, 1, 1], shown
-        (explorer_1,), (plain_1,), (explorer_15,), (plain_15,) = shown
+        assert [len(widths) for widths in shown] == [1, 1, 1, 1, 0, 1], shown
+        (explorer_1,), (plain_1,), (explorer_15,), (plain_15,), _, (plain_again,) = shown
+        assert abs(plain_again - plain_15) <= 1, f"after %matplotlib inline: {plain_again:.0f} px, not {plain_15:.0f}"
         assert abs(explorer_15 - 1.5 * explorer_1) <= 3, f"explorer {explorer_1:.0f} -> {explorer_15:.0f} px"
         assert abs(plain_15 - 1.5 * plain_1) <= 3, f"plot_attention {plain_1:.0f} -> {plain_15:.0f} px"
