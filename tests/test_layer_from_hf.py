@@ -83,10 +83,14 @@ def _check_model(model_cls, config, exact_layers=(), attn_name="self_attn", new_
     config._experts_implementation = "eager"  # grouped_mm has no float64 kernel
     attn_modules, seen = _run_hf(model_cls, config, attn_name)
     checked = 0
+    kinds = getattr(config, "layer_types", None) or [None] * len(attn_modules)
     for idx, hf_attn in enumerate(attn_modules):
         if hf_attn is None:
             continue
         x, ref = seen[checked]
+        if kinds[idx] == "linear_attention":  # linear / SSM mixers: attn_core/models/from_hf_linear.py's tests
+            checked += 1
+            continue
         _check_layer(config, idx, hf_attn, x, ref, exact=idx in exact_layers, new_cache=new_cache)
         checked += 1
     assert checked >= 2
@@ -130,18 +134,21 @@ def test_qwen3_next_full_attention_layers(model_type):
     if model_type == "qwen3_next":
         cfg = transformers.Qwen3NextConfig(
             **TINY,
-            num_hidden_layers=2,
+            num_hidden_layers=3,
             intermediate_size=32,
             moe_intermediate_size=16,
             num_experts=2,
             num_experts_per_tok=1,
             shared_expert_intermediate_size=16,
-            layer_types=["full_attention"] * 2,
+            layer_types=["linear_attention", "full_attention", "full_attention"],
         )
         cls = transformers.Qwen3NextModel
     else:
         cfg = transformers.Qwen3_5TextConfig(
-            **TINY, num_hidden_layers=2, intermediate_size=32, layer_types=["full_attention"] * 2
+            **TINY,
+            num_hidden_layers=3,
+            intermediate_size=32,
+            layer_types=["linear_attention", "full_attention", "full_attention"],
         )
         cls = transformers.Qwen3_5TextModel
     _check_model(cls, cfg)
@@ -262,7 +269,7 @@ def test_kimi_linear_mla_layers():
         qk_rope_head_dim=4,
         v_head_dim=5,
         q_lora_rank=None,
-        layer_types=["full_attention"] * 3,
+        layer_types=["linear_attention", "full_attention", "full_attention"],
         mlp_layer_types=["dense"] * 3,
         pad_token_id=0,
     )
@@ -272,11 +279,11 @@ def test_kimi_linear_mla_layers():
 def test_minimax_softmax_layers():
     cfg = transformers.MiniMaxConfig(
         **TINY,
-        num_hidden_layers=2,
+        num_hidden_layers=3,
         intermediate_size=32,
         num_local_experts=2,
         num_experts_per_tok=1,
-        layer_types=["full_attention"] * 2,
+        layer_types=["linear_attention", "full_attention", "full_attention"],
         sliding_window=5,
     )
     _check_model(transformers.MiniMaxModel, cfg)
@@ -290,7 +297,7 @@ def test_nemotron_h_attention_layers():
         num_key_value_heads=2,
         head_dim=8,
         intermediate_size=32,
-        layers_block_type=["full_attention", "mlp", "full_attention"],
+        layers_block_type=["full_attention", "mlp", "full_attention", "linear_attention"],
     )
     _check_model(transformers.NemotronHModel, cfg, attn_name="mixer")  # eager softmax in float32: the bound
     with pytest.raises(NotImplementedError, match="nemotron_h.*'mlp'"):
