@@ -128,3 +128,12 @@ def test_a_broken_card_is_refused():
         interview_bank.check(broken)
     with pytest.raises(interview_bank.BankError, match="exactly one"):
         interview_bank.check({**BANK, "cards": [{**CARDS[0], "proof": {}}]})
+
+
+def test_readme_counts_match_the_bank():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for topic, names in BANK["topics"].items():
+        cards = [c for c in CARDS if c["topic"] == topic]
+        with_code = sum("code" in c for c in cards)
+        assert f"| {names['en']} | {len(cards)} | {with_code} |" in readme, f"README's count for {topic} is stale"
+    assert f"| **All** | **{len(CARDS)}** | **{sum('code' in c for c in CARDS)}** |" in readme
