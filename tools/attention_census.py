@@ -602,7 +602,8 @@ def status_of(feature: str) -> str:
     if feature in PIECES:
         piece, notebook, _ = PIECES[feature]
         if piece_exists(piece):
-            return f"covered: ac.{piece.replace(':', '.')} (notebook {notebook})"
+            where = piece.replace(":", ".") if ":" in piece else f"ac.{piece}"  # a module path, or a public name
+            return f"covered: {where} (notebook {notebook})"
     if feature in EXCLUDED:
         return f"excluded: {EXCLUDED[feature]}"
     if feature in PENDING:
