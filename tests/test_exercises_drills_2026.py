@@ -78,3 +78,97 @@ def test_speculative_verdicts_read_in_chinese(capsys):
         ac.set_language("en")
     out = capsys.readouterr().out
     assert "残差写反了" in out and "❌" in out and "✅" in out
+
+
+from attn_core.exercises.drills_lse_merge import check_lse_merge  # noqa: E402
+
+
+def _lse(lse_a, lse_b):
+    return torch.logaddexp(lse_a, lse_b)
+
+
+def lse_right(out_a, lse_a, out_b, lse_b):
+    lse = _lse(lse_a, lse_b)
+    return torch.exp(lse_a - lse)[..., None] * out_a + torch.exp(lse_b - lse)[..., None] * out_b, lse
+
+
+def _with_lse(out):
+    return lambda oa, la, ob, lb: (out(oa, la, ob, lb), _lse(la, lb))
+
+
+LSE_WRONG = {
+    "average": (_with_lse(lambda oa, la, ob, lb: (oa + ob) / 2), "averaged"),
+    "swapped weights": (
+        _with_lse(
+            lambda oa, la, ob, lb: (
+                torch.exp(lb - _lse(la, lb))[..., None] * oa + torch.exp(la - _lse(la, lb))[..., None] * ob
+            )
+        ),
+        "swapped",
+    ),
+    "base 2": (
+        _with_lse(
+            lambda oa, la, ob, lb: (
+                torch.exp2(la - _lse(la, lb))[..., None] * oa + torch.exp2(lb - _lse(la, lb))[..., None] * ob
+            )
+        ),
+        "natural logs",
+    ),
+    "lse = max": (lambda oa, la, ob, lb: (lse_right(oa, la, ob, lb)[0], torch.maximum(la, lb)), "not max"),
+    "lse = sum": (lambda oa, la, ob, lb: (lse_right(oa, la, ob, lb)[0], la + lb), "multiplies the sums"),
+    "naive exp overflows": (
+        lambda oa, la, ob, lb: (
+            (torch.exp(la)[..., None] * oa + torch.exp(lb)[..., None] * ob)
+            / (torch.exp(la) + torch.exp(lb))[..., None],
+            torch.log(torch.exp(la) + torch.exp(lb)),
+        ),
+        "NaN",
+    ),
+    "unnormalised": (
+        _with_lse(lambda oa, la, ob, lb: torch.exp(la)[..., None] * oa + torch.exp(lb)[..., None] * ob),
+        "not normalised",
+    ),
+    "weights from lse ratio": (
+        _with_lse(lambda oa, la, ob, lb: (la / (la + lb))[..., None] * oa + (lb / (la + lb))[..., None] * ob),
+        "NaN",
+    ),
+    "out a only": (_with_lse(lambda oa, la, ob, lb: oa), "differs from attention over all keys"),
+    "out only": (lambda oa, la, ob, lb: lse_right(oa, la, ob, lb)[0], "return a pair"),
+    "lse shape (H, Lq, 1)": (lambda oa, la, ob, lb: (lse_right(oa, la, ob, lb)[0], _lse(la, lb)[..., None]), "shape"),
+    "stub": (lambda oa, la, ob, lb: ..., None),
+}
+
+
+@pytest.mark.parametrize("name", list(LSE_WRONG))
+def test_lse_merge_rejects_with_the_diagnosis(name, capsys):
+    fn, diagnosis = LSE_WRONG[name]
+    assert check_lse_merge(fn) is False
+    out = capsys.readouterr().out
+    assert "❌" in out
+    if diagnosis:
+        assert diagnosis in out, out
+
+
+def _max_subtracted(oa, la, ob, lb):
+    m = torch.maximum(la, lb)  # (H, Lq)
+    wa, wb = torch.exp(la - m), torch.exp(lb - m)
+    return (wa[..., None] * oa + wb[..., None] * ob) / (wa + wb)[..., None], m + torch.log(wa + wb)
+
+
+LSE_RIGHT = {
+    "logaddexp": lse_right,
+    "max subtracted": _max_subtracted,
+    "logsumexp of a stack, float32": lambda oa, la, ob, lb: (
+        (torch.softmax(torch.stack([la, lb]), dim=0)[..., None] * torch.stack([oa, ob])).sum(0).float(),
+        torch.logsumexp(torch.stack([la, lb]), dim=0).float(),
+    ),
+    "numpy": lambda oa, la, ob, lb: tuple(
+        np.asarray(x) for x in (lse_right(oa, la, ob, lb)[0].numpy(), np.logaddexp(la.numpy(), lb.numpy()))
+    ),
+    "attn_core": lambda oa, la, ob, lb: __import__("attn_core").merge_attention(oa, la, ob, lb),
+}
+
+
+@pytest.mark.parametrize("name", list(LSE_RIGHT))
+def test_lse_merge_accepts_correct_variants(name, capsys):
+    assert check_lse_merge(LSE_RIGHT[name]) is True, capsys.readouterr().out
