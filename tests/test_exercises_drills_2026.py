@@ -172,3 +172,80 @@ LSE_RIGHT = {
 @pytest.mark.parametrize("name", list(LSE_RIGHT))
 def test_lse_merge_accepts_correct_variants(name, capsys):
     assert check_lse_merge(LSE_RIGHT[name]) is True, capsys.readouterr().out
+
+
+from attn_core.exercises.drills_sinks import check_sink_softmax  # noqa: E402
+
+
+def sinks_right(scores, sinks):
+    column = sinks[:, None, None].expand(*scores.shape[:-1], 1)  # (H, Lq, 1)
+    return torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :-1]
+
+
+def _unstable(scores, sinks):
+    e = torch.exp(scores)
+    return e / (e.sum(-1, keepdim=True) + torch.exp(sinks)[:, None, None])
+
+
+def _sink_not_shifted(scores, sinks):
+    e = torch.exp(scores - scores.amax(-1, keepdim=True))
+    return e / (e.sum(-1, keepdim=True) + torch.exp(sinks)[:, None, None])
+
+
+def _max_over_scores_only(scores, sinks):
+    m = scores.amax(-1, keepdim=True)
+    e = torch.exp(scores - m)
+    return e / (e.sum(-1, keepdim=True) + torch.exp(sinks[:, None, None] - m))
+
+
+SINKS_WRONG = {
+    "plain softmax": (lambda s, k: torch.softmax(s, dim=-1), "never took its share"),
+    "sink added to scores": (lambda s, k: torch.softmax(s + k[:, None, None], dim=-1), "never took its share"),
+    "sink column kept": (
+        lambda s, k: torch.softmax(torch.cat([s, k[:, None, None].expand(*s.shape[:-1], 1)], -1), -1),
+        "drop the sink's column",
+    ),
+    "renormalised over real keys": (
+        lambda s, k: sinks_right(s, k) / sinks_right(s, k).sum(-1, keepdim=True),
+        "never took its share",
+    ),
+    "exp of the sink": (lambda s, k: sinks_right(s, torch.exp(k)), "is a logit"),
+    "sign flipped": (lambda s, k: sinks_right(s, -k), "sign is flipped"),
+    "no max subtracted": (_unstable, "NaN"),
+    "sink not shifted": (_sink_not_shifted, "not from the sink"),
+    "max over scores only": (_max_over_scores_only, "fully masked row"),
+    "sigmoid gate instead": (lambda s, k: torch.softmax(s, -1) * torch.sigmoid(-k)[:, None, None], "differ"),
+    "transposed": (lambda s, k: sinks_right(s, k).transpose(-1, -2), "shape"),
+    "stub": (lambda s, k: None, None),
+}
+
+
+@pytest.mark.parametrize("name", list(SINKS_WRONG))
+def test_sink_softmax_rejects_with_the_diagnosis(name, capsys):
+    fn, diagnosis = SINKS_WRONG[name]
+    assert check_sink_softmax(fn) is False
+    out = capsys.readouterr().out
+    assert "❌" in out
+    if diagnosis:
+        assert diagnosis in out, out
+
+
+def _max_over_both(scores, sinks):
+    m = torch.maximum(scores.amax(-1, keepdim=True), sinks[:, None, None])  # (H, Lq, 1)
+    e = torch.exp(scores - m)
+    return e / (e.sum(-1, keepdim=True) + torch.exp(sinks[:, None, None] - m))
+
+
+SINKS_RIGHT = {
+    "softmax with the sink appended": sinks_right,
+    "max over scores and sink": _max_over_both,
+    "logsumexp, float32": lambda s, k: torch.exp(
+        s - torch.logaddexp(torch.logsumexp(s, -1, keepdim=True), k[:, None, None])
+    ).float(),
+    "numpy": lambda s, k: np.asarray(sinks_right(s, k).numpy()),
+}
+
+
+@pytest.mark.parametrize("name", list(SINKS_RIGHT))
+def test_sink_softmax_accepts_correct_variants(name, capsys):
+    assert check_sink_softmax(SINKS_RIGHT[name]) is True, capsys.readouterr().out
