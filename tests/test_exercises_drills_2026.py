@@ -249,3 +249,72 @@ SINKS_RIGHT = {
 @pytest.mark.parametrize("name", list(SINKS_RIGHT))
 def test_sink_softmax_accepts_correct_variants(name, capsys):
     assert check_sink_softmax(SINKS_RIGHT[name]) is True, capsys.readouterr().out
+
+
+from attn_core.exercises.drills_kv_quant import check_kv_quantize  # noqa: E402
+
+
+def _quant(x, dim, denominator=127, rounding=torch.round, dtype=torch.int8):
+    scale = x.abs().amax(dim, keepdim=True) / denominator
+    return rounding(x / scale).clamp(-127, 127).to(dtype), scale
+
+
+def kv_right(k, v):
+    return (*_quant(k, 0), *_quant(v, 1))
+
+
+KV_WRONG = {
+    "K per token": (lambda k, v: (*_quant(k, 1), *_quant(v, 1)), "K is quantised per token"),
+    "V per channel": (lambda k, v: (*_quant(k, 0), *_quant(v, 0)), "V is quantised per channel"),
+    "per tensor": (
+        lambda k, v: (torch.round(k / (k.abs().max() / 127)).to(torch.int8), k.abs().max() / 127, *_quant(v, 1)),
+        "one scale for the whole tensor",
+    ),
+    "range 255": (lambda k, v: (*_quant(k, 0, 255), *_quant(v, 1)), "±127"),
+    "range 128": (lambda k, v: (*_quant(k, 0, 128), *_quant(v, 1)), "±127"),
+    "inverse scale": (lambda k, v: (_quant(k, 0)[0], 1 / _quant(k, 0)[1], *_quant(v, 1)), "the scale is the step"),
+    "truncation": (lambda k, v: (*_quant(k, 0, rounding=torch.trunc), *_quant(v, 1)), "round, don't truncate"),
+    "float codes": (lambda k, v: (*_quant(k, 0, dtype=torch.float32), *_quant(v, 1)), "integer codes"),
+    "no clamp, int16": (
+        lambda k, v: (torch.round(k / (k.abs().amax(0) / 130)).to(torch.int16), k.abs().amax(0) / 127, *_quant(v, 1)),
+        "outside [-127, 127]",
+    ),
+    "scale from mean |x|": (
+        lambda k, v: (
+            *_quant(k, 0),
+            torch.round(v / (v.abs().mean(1, keepdim=True) / 127)).clamp(-127, 127).to(torch.int8),
+            v.abs().mean(1, keepdim=True) / 127,
+        ),
+        "max|x| / 127",
+    ),
+    "three things": (lambda k, v: kv_right(k, v)[:3], "return four things"),
+    "stub": (lambda k, v: ..., None),
+}
+
+
+@pytest.mark.parametrize("name", list(KV_WRONG))
+def test_kv_quantize_rejects_with_the_diagnosis(name, capsys):
+    fn, diagnosis = KV_WRONG[name]
+    assert check_kv_quantize(fn) is False
+    out = capsys.readouterr().out
+    assert "❌" in out
+    if diagnosis:
+        assert diagnosis in out, out
+
+
+KV_RIGHT = {
+    "torch int8, keepdim": kv_right,
+    "flat scales (d,) and (T,), int32": lambda k, v: (
+        _quant(k, 0, dtype=torch.int32)[0],
+        _quant(k, 0)[1].flatten(),
+        _quant(v, 1, dtype=torch.int32)[0],
+        _quant(v, 1)[1].flatten(),
+    ),
+    "numpy int8": lambda k, v: tuple(np.asarray(t.numpy()) for t in kv_right(k, v)),
+    "float32 scales": lambda k, v: tuple(t.float() if t.is_floating_point() else t for t in kv_right(k, v)),
+}
+
+
+@pytest.mark.parametrize("name", list(KV_RIGHT))
+def test_kv_quantize_accepts_correct_variants(name, capsys):
+    assert check_kv_quantize(KV_RIGHT[name]) is True, capsys.readouterr().out
