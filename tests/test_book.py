@@ -110,7 +110,7 @@ def open_page(new_page, url: str):
     page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
     page.evaluate("() => window.MathJax && MathJax.startup.promise")  # typesetting done
     page.evaluate("() => document.fonts.ready.then(() => true)")  # MathJax's and the theme's fonts fetched
-    page.wait_for_load_state("networkidle")
+    page.wait_for_function("() => [...document.images].every(img => img.complete)")  # every figure fetched
     return page
 
 
