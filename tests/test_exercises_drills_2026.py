@@ -318,3 +318,89 @@ KV_RIGHT = {
 @pytest.mark.parametrize("name", list(KV_RIGHT))
 def test_kv_quantize_accepts_correct_variants(name, capsys):
     assert check_kv_quantize(KV_RIGHT[name]) is True, capsys.readouterr().out
+
+
+from attn_core.exercises.drills_indexer_topk import check_indexer_topk  # noqa: E402
+
+
+def _bottom_right(scores):
+    q_len, k_len = scores.shape
+    return torch.arange(k_len) <= torch.arange(q_len)[:, None] + (k_len - q_len)
+
+
+def _select(scores, k, allowed, largest=True):
+    masked = scores.masked_fill(~allowed, float("-inf") if largest else float("inf"))
+    index = masked.topk(min(k, scores.shape[-1]), dim=-1, largest=largest).indices
+    return torch.zeros_like(allowed).scatter(-1, index, True) & allowed
+
+
+def topk_right(scores, k):
+    return _select(scores, k, _bottom_right(scores))
+
+
+TOPK_WRONG = {
+    "top-k before the mask": (lambda s, k: _select(s, k, torch.ones_like(_bottom_right(s))), "before masking"),
+    "mask after top-k": (
+        lambda s, k: _select(s, k, torch.ones_like(_bottom_right(s))) & _bottom_right(s),
+        "mask before the top-k",
+    ),
+    "top-left": (lambda s, k: _select(s, k, torch.ones(s.shape, dtype=torch.bool).tril()), "top-left"),
+    "lowest scores": (lambda s, k: _select(s, k, _bottom_right(s), largest=False), "lowest"),
+    "diagonal excluded": (
+        lambda s, k: _select(
+            s,
+            k,
+            _bottom_right(s)
+            & ~(torch.arange(s.shape[1]) == torch.arange(s.shape[0])[:, None] + s.shape[1] - s.shape[0]),
+        ),
+        "diagonal",
+    ),
+    "k + 1 keys": (lambda s, k: _select(s, k + 1, _bottom_right(s)), "at most"),
+    "indices": (
+        lambda s, k: s.masked_fill(~_bottom_right(s), float("-inf")).topk(min(k, s.shape[1]), -1).indices,
+        "indices",
+    ),
+    "scores returned": (lambda s, k: s.masked_fill(~topk_right(s, k), 0.0), "not scores"),
+    "transposed": (lambda s, k: topk_right(s, k).T, "future"),
+    "random": (lambda s, k: torch.rand(s.shape) < 0.5, None),
+    "stub": (lambda s, k: None, None),
+}
+
+
+@pytest.mark.parametrize("name", list(TOPK_WRONG))
+def test_indexer_topk_rejects_with_the_diagnosis(name, capsys):
+    fn, diagnosis = TOPK_WRONG[name]
+    assert check_indexer_topk(fn) is False
+    out = capsys.readouterr().out
+    assert "❌" in out
+    if diagnosis:
+        assert diagnosis in out, out
+
+
+def _numpy_argsort(scores, k):
+    s = scores.numpy().copy()
+    allowed = _bottom_right(scores).numpy()
+    s[~allowed] = -np.inf
+    chosen = np.zeros_like(allowed)
+    for row in range(s.shape[0]):
+        for j in np.argsort(-s[row])[: min(k, int(allowed[row].sum()))]:
+            chosen[row, j] = True
+    return chosen.astype(np.int64)
+
+
+TOPK_RIGHT = {
+    "torch topk": topk_right,
+    "numpy argsort, int 0/1": _numpy_argsort,
+    "python loop": lambda s, k: [
+        [
+            j in sorted(range(i + s.shape[1] - s.shape[0] + 1), key=lambda c: -s[i, c].item())[:k]
+            for j in range(s.shape[1])
+        ]
+        for i in range(s.shape[0])
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(TOPK_RIGHT))
+def test_indexer_topk_accepts_correct_variants(name, capsys):
+    assert check_indexer_topk(TOPK_RIGHT[name]) is True, capsys.readouterr().out
