@@ -1,5 +1,8 @@
 """The interview gym's new hand-write drills (issue #38): each grader rejects plausible wrong answers with the right
-diagnosis and accepts equivalent correct ones (numpy, other dtypes, other formulations)."""
+diagnosis and accepts equivalent correct ones (numpy, other dtypes, other formulations).
+
+One file for all the drills: each block is a wrong-answer table and a right-answer table of the same shape, and the
+tables are the measurement the issue asks for, so they read best side by side."""
 
 import numpy as np
 import pytest
