@@ -407,3 +407,62 @@ TOPK_RIGHT = {
 @pytest.mark.parametrize("name", list(TOPK_RIGHT))
 def test_indexer_topk_accepts_correct_variants(name, capsys):
     assert check_indexer_topk(TOPK_RIGHT[name]) is True, capsys.readouterr().out
+
+
+from attn_core.exercises import drills_gated_delta  # noqa: E402
+from attn_core.exercises.drills_gated_delta import check_gated_delta_chunk  # noqa: E402
+
+
+def _variant(**options):
+    return lambda *inputs: drills_gated_delta._run(*inputs, **options)
+
+
+def _wy_chunk(state, q, k, v, alpha, beta):
+    """The same chunk computed with cumulative decays folded per token, a second formulation (still a loop)."""
+    outs = []
+    for t in range(k.shape[0]):
+        read = k[t] @ state  # (d_v,): what the key reads before the update
+        state = alpha[t] * (state - beta[t] * torch.outer(k[t], read)) + beta[t] * torch.outer(k[t], v[t])
+        outs.append(q[t] @ state)
+    return torch.stack(outs), state
+
+
+DELTA_WRONG = {
+    "no gate": (_variant(gate=False), "alpha is missing"),
+    "no erase": (_variant(erase=False), "no erase term"),
+    "erase without beta": (_variant(keep_beta=False), "needs beta too"),
+    "gate on the write": (_variant(gate_after=True), "scaled the new write"),
+    "read before write": (_variant(read_before=True), "before token t's update"),
+    "zero state": (lambda s, *rest: drills_gated_delta._run(torch.zeros_like(s), *rest), "zero state"),
+    "stale state returned": (lambda *inputs: (drills_gated_delta._run(*inputs)[0], inputs[0]), "returned state"),
+    "out only": (lambda *inputs: drills_gated_delta._run(*inputs)[0], "return a pair"),
+    "beta and alpha swapped": (lambda s, q, k, v, a, b: drills_gated_delta._run(s, q, k, v, b, a), "outputs differ"),
+    "keys not used for erase, q instead": (
+        lambda s, q, k, v, a, b: _wy_chunk(s, q, q, v, a, b),
+        "outputs differ",
+    ),
+    "stub": (lambda *inputs: None, None),
+}
+
+
+@pytest.mark.parametrize("name", list(DELTA_WRONG))
+def test_gated_delta_chunk_rejects_with_the_diagnosis(name, capsys):
+    fn, diagnosis = DELTA_WRONG[name]
+    assert check_gated_delta_chunk(fn) is False
+    out = capsys.readouterr().out
+    assert "❌" in out
+    if diagnosis:
+        assert diagnosis in out, out
+
+
+DELTA_RIGHT = {
+    "reference loop": _variant(),
+    "read-then-write form": _wy_chunk,
+    "float32": lambda *inputs: tuple(t.float() for t in _wy_chunk(*(x.float() for x in inputs))),
+    "numpy": lambda *inputs: tuple(np.asarray(t.numpy()) for t in _wy_chunk(*inputs)),
+}
+
+
+@pytest.mark.parametrize("name", list(DELTA_RIGHT))
+def test_gated_delta_chunk_accepts_correct_variants(name, capsys):
+    assert check_gated_delta_chunk(DELTA_RIGHT[name]) is True, capsys.readouterr().out
