@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks" / "zh"))
 import bank as interview_bank  # noqa: E402
+
 from build import code_sha, en_sha  # noqa: E402  (the zh pipeline's own hashes)
 
 NAME = "17_interview_cheat_sheet"
@@ -85,6 +87,17 @@ def index_cell(bank: dict, numbers: dict[str, int], language: str) -> str:
     return "\n".join(lines)
 
 
+def ruff_formatted(source: str) -> str:
+    """The bank's code as `ruff format` writes it (CI checks the notebooks with `ruff format --check`); a cell with
+    IPython syntax (``%matplotlib inline``), which ruff formats only inside a notebook, is kept as written."""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(root / "cell.py"), "-"],
+        input=source, capture_output=True, text=True, cwd=root,
+    )  # fmt: skip
+    return done.stdout if done.returncode == 0 else source
+
+
 def generate(bank: dict) -> tuple[nbformat.NotebookNode, dict]:
     frame = bank["cheat_sheet"]
     notebook = nbformat.v4.new_notebook()
@@ -99,8 +112,9 @@ def generate(bank: dict) -> tuple[nbformat.NotebookNode, dict]:
         translation[cell_id] = {"en_sha": en_sha(en), "zh": zh}
 
     def code(cell_id: str, source: str, code_zh: dict) -> None:
-        notebook.cells.append(nbformat.v4.new_code_cell(source.rstrip("\n"), id=cell_id))
-        translation[cell_id] = {"en_sha": code_sha(source.rstrip("\n")), **code_zh}
+        source = ruff_formatted(source).rstrip("\n")
+        notebook.cells.append(nbformat.v4.new_code_cell(source, id=cell_id))
+        translation[cell_id] = {"en_sha": code_sha(source), **code_zh}
 
     markdown("intro", frame["intro"]["en"], frame["intro"]["zh"])
     code("setup", frame["setup"]["code"], frame["setup"].get("code_zh", {}))
