@@ -40,7 +40,11 @@ def test_the_parser_refuses_a_block_of_another_shape():
 def _commands(script: str) -> list[str]:
     """The script's command lines, comments and heredoc bodies dropped, continuations joined."""
     script = re.sub(r"<<'PY'.*?\nPY\n", "\n", script, flags=re.S).replace("\\\n", " ")
-    return [line.split(" #", 1)[0].strip() for line in script.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [
+        line.split(" #", 1)[0].strip()
+        for line in script.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def test_ci_runs_the_readme_commands_before_anything_else():
@@ -63,7 +67,10 @@ def test_ci_runs_the_readme_commands_before_anything_else():
 def test_readme_commands_script_prints_each_command():
     out = [
         subprocess.run(
-            [sys.executable, str(ROOT / "tools" / "readme_commands.py"), key], capture_output=True, text=True, check=True
+            [sys.executable, str(ROOT / "tools" / "readme_commands.py"), key],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         for key in ("install", "launch", "test")
     ]

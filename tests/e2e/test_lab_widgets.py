@@ -547,7 +547,8 @@ def test_size_slider_enlarges_the_figure(page, lab, screenshot_dir):
     small figure is shown at its own size, never stretched to the output width (it was: a flex column stretches
     its children, so every figure was as wide as the output and a larger size meant smaller letters)."""
     notebook = write_notebook(
-        lab.notebooks / "e2e_size.ipynb", "from attn_core.viz import widgets\nwidgets.temperature_explorer(panel_size=1.5)"
+        lab.notebooks / "e2e_size.ipynb",
+        "from attn_core.viz import widgets\nwidgets.temperature_explorer(panel_size=1.5)",
     )
     with screenshot_on_failure(page, screenshot_dir, "size-slider"):
         open_notebook(page, lab, notebook)
