@@ -134,3 +134,8 @@ def __getattr__(name: str):
 
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _moved.Package  # an old path never replaces a public name (see _moved.Package)

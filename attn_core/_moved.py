@@ -63,6 +63,22 @@ class _Forwarding(types.ModuleType):
         return sorted({n for t in self._targets for n in dir(importlib.import_module(t))})
 
 
+class Package(types.ModuleType):
+    """The class of the ``attn_core`` package itself: importing an old path must not clobber a public name.
+
+    Python binds an imported submodule as an attribute of its package. Two old paths share their name with the
+    function they held (``attn_core.linear_attention``, ``attn_core.sparse_attention``), so ``import
+    attn_core.sparse_attention`` would replace ``ac.sparse_attention`` (the function) with the forwarding module.
+    This keeps the function; the old module stays importable through ``sys.modules``.
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        current = self.__dict__.get(name)
+        if isinstance(value, _Forwarding) and current is not None and not isinstance(current, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
 class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
         if fullname not in MOVED:

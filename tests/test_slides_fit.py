@@ -54,7 +54,10 @@ ALLOWED_TO_SCROLL: dict[str, dict[str, str]] = {
         "9/2": "an exercise: the statement and its stub stay together",
     },
     "05_masks_and_dropout": {"1/0": OPENER, "1/1": "the formula and its three cases in one cell"},
-    "06b_long_context_rope_scaling": {"2/2": "a four-line printout of the pair bands under its code, 6 px over"},
+    "06b_long_context_rope_scaling": {
+        "2/2": "a four-line printout of the pair bands under its code, 6 px over",
+        "8/0": "the band explorer's stored fallback figure and its one-line caption under the section text, 28 px over",
+    },
 }
 
 # One pass over every slide; returns a list of {index, title, width, height, scroll_height, cut: [...]}.
