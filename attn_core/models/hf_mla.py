@@ -23,7 +23,7 @@ from torch import nn
 
 from attn_core.attention import scaled_dot_product_attention
 from attn_core.caches.kv_cache import KVCache
-from attn_core.models.hf_softmax import ScaledRMSNorm, causal_chunk_window_mask
+from attn_core.models.hf_softmax import ScaledRMSNorm, causal_chunk_window_mask, check_layer_input
 from attn_core.positions.rope import apply_rope
 
 __all__ = ["HFLatentAttention", "yarn_softmax_scale"]
@@ -93,11 +93,7 @@ class HFLatentAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, *, positions: torch.Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.hidden_size:
-            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"x must have shape (batch, seq_len, hidden_size={self.hidden_size}), got {got}.")
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be an ac.KVCache() (one per layer), got {type(cache).__name__}.")
+        check_layer_input(x, cache, self.hidden_size)
         batch, q_len, _ = x.shape
         start = len(cache) if cache is not None else 0
         if positions is None:
@@ -176,11 +172,7 @@ class HFSparseLatentAttention(HFLatentAttention):
     def forward(
         self, x: torch.Tensor, *, positions: torch.Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.hidden_size:
-            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"x must have shape (batch, seq_len, hidden_size={self.hidden_size}), got {got}.")
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be an ac.KVCache() (one per layer), got {type(cache).__name__}.")
+        check_layer_input(x, cache, self.hidden_size)
         batch, q_len, _ = x.shape
         start = len(cache) if cache is not None else 0
         if positions is None:

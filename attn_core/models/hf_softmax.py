@@ -30,6 +30,15 @@ from attn_core.positions.rope import apply_rope
 __all__ = ["HFSoftmaxAttention", "OffsetRMSNorm", "causal_chunk_window_mask"]
 
 
+def check_layer_input(x, cache, hidden_size: int, cache_hint: str = " (one per layer)") -> None:
+    """The input check every layer ``layer_from_hf`` builds runs first: x ``(B, L, hidden)``, cache a KVCache."""
+    if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != hidden_size:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape (batch, seq_len, hidden_size={hidden_size}), got {got}.")
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be an ac.KVCache(){cache_hint}, got {type(cache).__name__}.")
+
+
 class OffsetRMSNorm(nn.Module):
     """Gemma / Qwen3-Next RMSNorm: ``x / rms(x) · (1 + weight)``, weight zeros at init (HF's parameter name)."""
 
@@ -159,11 +168,7 @@ class HFSoftmaxAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, *, positions: torch.Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(x, torch.Tensor) or x.ndim != 3 or x.shape[-1] != self.hidden_size:
-            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"x must have shape (batch, seq_len, hidden_size={self.hidden_size}), got {got}.")
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be an ac.KVCache() (one per layer), got {type(cache).__name__}.")
+        check_layer_input(x, cache, self.hidden_size)
         batch, q_len, _ = x.shape
         start = len(cache) if cache is not None else 0
         pos = self._positions(positions, start, q_len, x.device)  # (L,) or (B, L)
