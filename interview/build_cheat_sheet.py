@@ -23,7 +23,6 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks" / "zh"))
 import bank as interview_bank  # noqa: E402
-
 from build import code_sha, en_sha  # noqa: E402  (the zh pipeline's own hashes)
 
 NAME = "17_interview_cheat_sheet"
