@@ -7,16 +7,48 @@ something else and strict nbval would fail them. So every cell that runs a Trito
 skipped with the reason below (``-ra`` in pyproject's addopts lists it in the summary, and a line at the end of the
 run counts them). With triton installed the tag does nothing: the cells run and their outputs are compared.
 ``tests/test_triton_notebook_tags.py`` fails when a cell that needs triton lacks the tag.
+
+Kernels talk over Unix sockets (``ipc``), not TCP ports, where the OS has them. A TCP kernel is given ports that
+jupyter_client found free and released; when another process (the other xdist worker, a JupyterHub or Chromium in
+the browser tests) takes one before the kernel binds it, the kernel exits at start ("Kernel died before replying to
+kernel_info"; jupyter/jupyter_client#154, treebeardtech/nbmake#129). It happened once in a full run here. Unix
+sockets in a private temporary directory cannot collide.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 
+import nbval.kernel
 import pytest
+from traitlets import CaselessStrEnum
 
 NEEDS_TRITON_TAG = "needs-triton"
 SKIP_REASON = "triton not installed (pip install -e '.[triton]')"
+
+
+class IpcKernelManager(nbval.kernel.KernelManager):
+    """nbval's kernel manager with the kernel's five channels on Unix sockets in a fresh temporary directory."""
+
+    transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+    def _ip_default(self) -> str:
+        # a short path: a Unix socket's path is limited to ~107 bytes, and the runtime dir under $HOME may be long
+        return os.path.join(tempfile.mkdtemp(prefix="nbval-"), "kernel")
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:  # what shutdown_kernel awaits
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            try:
+                os.rmdir(os.path.dirname(self.ip))
+            except OSError:
+                pass  # not empty (a socket jupyter_client did not write) or already gone: leave it to the OS
+
+
+if os.name == "posix":  # Windows has no ipc transport: it keeps TCP
+    nbval.kernel.KernelManager = IpcKernelManager
 
 
 def triton_installed() -> bool:
