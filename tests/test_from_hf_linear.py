@@ -12,6 +12,7 @@ import importlib
 import pytest
 import torch
 import transformers as T
+from chunked_runs import run_in_chunks
 from hf_float64 import hf_in_float64
 
 import attn_core as ac
@@ -24,6 +25,19 @@ MIXER_NAMES = ("self_attn", "linear_attn", "mixer")
 def _configs():
     common = {"vocab_size": 64, "pad_token_id": 0}
     mixed3 = ["linear_attention", "full_attention", "linear_attention"]
+    qwen_hybrid = dict(  # Qwen3-Next and Qwen3.5: Gated DeltaNet with 2 key heads shared by 4 value heads
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        layer_types=mixed3,
+    )
     return {
         "kimi_linear": T.KimiLinearConfig(
             **common,
@@ -47,35 +61,15 @@ def _configs():
         ),
         "qwen3_next": T.Qwen3NextConfig(
             **common,
-            hidden_size=32,
-            intermediate_size=64,
+            **qwen_hybrid,
             moe_intermediate_size=32,
             shared_expert_intermediate_size=32,
             num_experts=4,
             num_experts_per_tok=2,
-            num_hidden_layers=3,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=16,
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
-            layer_types=mixed3,
         ),
         "qwen3_5_text": T.Qwen3_5TextConfig(
             **common,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=3,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            head_dim=16,
-            linear_num_key_heads=2,
-            linear_num_value_heads=4,
-            linear_key_head_dim=8,
-            linear_value_head_dim=8,
-            layer_types=mixed3,
+            **qwen_hybrid,
             rms_norm_eps=1e-5,
         ),
         "mamba2": T.Mamba2Config(
@@ -172,11 +166,8 @@ def test_every_linear_layer_equals_hf_and_decodes(model_type):
         got = ours(x)
         torch.testing.assert_close(got, record["out"], rtol=0, atol=1e-10, msg=f"{model_type} layer {idx}")
         for splits in ([1] * x.shape[1], [5, x.shape[1] - 5], [1, 9, x.shape[1] - 10]):
-            cache, outs, start = ac.LinearAttentionCache(), [], 0
-            for size in splits:
-                outs.append(ours(x[:, start : start + size], cache=cache))
-                start += size
-            torch.testing.assert_close(torch.cat(outs, 1), got, rtol=0, atol=1e-12)
+            pieces = run_in_chunks(ours, x, splits, ac.LinearAttentionCache())
+            torch.testing.assert_close(pieces, got, rtol=0, atol=1e-12)
 
 
 def test_softmax_layer_or_unknown_type_is_refused_by_name():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers
+from chunked_runs import run_in_chunks
 
 import attn_core as ac
 
@@ -65,16 +66,9 @@ def _check_layer(config, layer_idx, hf_attn, x, ref, exact=False, new_cache=ac.K
     with torch.no_grad():
         out = layer(x)[0]  # (B, L, hidden)
         assert (out - ref).abs().max().item() <= tol, (layer_idx, (out - ref).abs().max().item(), tol)
-        cache = new_cache()
-        steps = torch.cat([layer(x[:, t : t + 1], cache=cache)[0] for t in range(SEQ)], dim=1)
-        assert (steps - out).abs().max().item() <= 1e-12
-        for cut in ([5, 7], [3, 3, 6], [1, 10, 1]):
-            cache = new_cache()
-            pieces, start = [], 0
-            for size in cut:
-                pieces.append(layer(x[:, start : start + size], cache=cache)[0])
-                start += size
-            assert (torch.cat(pieces, dim=1) - out).abs().max().item() <= 1e-12, cut
+        for cut in ([1] * SEQ, [5, 7], [3, 3, 6], [1, 10, 1]):  # decode one token at a time, then chunked prefill
+            pieces = run_in_chunks(layer, x, cut, new_cache(), first=True)
+            assert (pieces - out).abs().max().item() <= 1e-12, cut
     return layer
 
 
@@ -97,6 +91,25 @@ def _check_model(model_cls, config, exact_layers=(), attn_name="self_attn", new_
 
 
 TINY = dict(vocab_size=64, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+# DeepSeek V3 / V3.2: MLA with a dense first layer and a 4-expert MoE after it
+DEEPSEEK_TINY = dict(
+    vocab_size=64,
+    hidden_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    num_hidden_layers=2,
+    intermediate_size=32,
+    moe_intermediate_size=16,
+    n_routed_experts=4,
+    num_experts_per_tok=2,
+    n_group=1,
+    topk_group=1,
+    first_k_dense_replace=1,
+    kv_lora_rank=10,
+    qk_nope_head_dim=6,
+    qk_rope_head_dim=4,
+    v_head_dim=5,
+)
 
 
 def test_llama():
@@ -179,26 +192,7 @@ def test_diffllama():
 @pytest.mark.parametrize("q_lora_rank", [None, 12])
 @pytest.mark.parametrize("rope_interleave", [True, False])
 def test_deepseek_v3_mla(q_lora_rank, rope_interleave):
-    cfg = transformers.DeepseekV3Config(
-        vocab_size=64,
-        hidden_size=32,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        num_hidden_layers=2,
-        intermediate_size=32,
-        moe_intermediate_size=16,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
-        n_group=1,
-        topk_group=1,
-        first_k_dense_replace=1,
-        q_lora_rank=q_lora_rank,
-        kv_lora_rank=10,
-        qk_nope_head_dim=6,
-        qk_rope_head_dim=4,
-        v_head_dim=5,
-        rope_interleave=rope_interleave,
-    )
+    cfg = transformers.DeepseekV3Config(**DEEPSEEK_TINY, q_lora_rank=q_lora_rank, rope_interleave=rope_interleave)
     _check_model(transformers.DeepseekV3Model, cfg)
 
 
@@ -214,25 +208,7 @@ def test_deepseek_v3_yarn_mscale():
         "beta_slow": 1.0,
     }
     cfg = transformers.DeepseekV3Config(
-        vocab_size=64,
-        hidden_size=32,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        num_hidden_layers=2,
-        intermediate_size=32,
-        moe_intermediate_size=16,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
-        n_group=1,
-        topk_group=1,
-        first_k_dense_replace=1,
-        q_lora_rank=12,
-        kv_lora_rank=10,
-        qk_nope_head_dim=6,
-        qk_rope_head_dim=4,
-        v_head_dim=5,
-        rope_parameters=rope,
-        max_position_embeddings=32,
+        **DEEPSEEK_TINY, q_lora_rank=12, rope_parameters=rope, max_position_embeddings=32
     )
     _check_model(transformers.DeepseekV3Model, cfg)
 
@@ -309,23 +285,8 @@ def test_deepseek_v32_sparse_mla(index_topk):
     # 16 indexer heads: a key scores exactly 0 (a tie) only when all 16 relus are 0, so the top-k is unambiguous
     # here; with 2 heads ties among zeros are common and torch.topk (HF) picks among them in an unspecified order
     cfg = transformers.DeepseekV32Config(
-        vocab_size=64,
-        hidden_size=32,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        num_hidden_layers=2,
-        intermediate_size=32,
-        moe_intermediate_size=16,
-        n_routed_experts=4,
-        num_experts_per_tok=2,
-        n_group=1,
-        topk_group=1,
-        first_k_dense_replace=1,
+        **DEEPSEEK_TINY,
         q_lora_rank=12,
-        kv_lora_rank=10,
-        qk_nope_head_dim=6,
-        qk_rope_head_dim=4,
-        v_head_dim=5,
         index_n_heads=16,
         index_head_dim=8,
         index_topk=index_topk,
