@@ -164,4 +164,37 @@ CATALOG = [
         r"tensors per token × bytes_per_element\.",
         "总数与各存储层的“保留词元数 × num_kv_heads × head_dim × 每词元张量数 × bytes_per_element”之和不一致。",
     ),
+    # attn_core/viz/chunked.py: the explorer's titles, axes and line; the NoPE plot
+    *exact(
+        {
+            "full causal": "完整因果",
+            "key position": "键位置",
+            "position": "位置",
+            "query factor": "查询系数",
+            "no effect here: a boolean mask is already 0 or 1": "此处无效：布尔掩码本来就是 0 或 1",
+            "NoPE query temperature 1 + attn_scale · log(1 + floor((pos + 1) / floor_scale))": (
+                "NoPE 查询温度 1 + attn_scale · log(1 + floor((pos + 1) / floor_scale))"
+            ),
+        }
+    ),
+    (r"sliding window W = (?P<w>\d+)", "滑动窗口 W = {w}"),
+    (r"chunked C = (?P<c>\d+)", "分块 C = {c}"),
+    (r"query (?P<q>\d+) reads (?P<n>\d+) keys", "查询 {q} 读取 {n} 个键"),
+    (
+        r"Query (?P<q>\d+): full causal reads keys (?P<full>\S+) \((?P<nf>\d+)\); the sliding window reads keys "
+        r"(?P<win>\S+) \((?P<nw>\d+)\), always the last (?P<w>\d+) once there are that many; the chunk reads keys "
+        r"(?P<chunk>\S+) \((?P<nc>\d+)\): it starts over at every multiple of (?P<c>\d+), so a cache keeps at most "
+        r"(?P<c2>\d+) tokens and the first query of a chunk sees only itself\.",
+        "查询 {q}：完整因果读取键 {full}（{nf} 个）；滑动窗口读取键 {win}（{nw} 个），词元足够多之后总是最后 {w} 个；"
+        "分块读取键 {chunk}（{nc} 个）：每到 {c} 的倍数就重新开始，"
+        "所以缓存最多保留 {c2} 个词元，块的第一个查询只能看到它自己。",
+    ),
+    (
+        r"(?P<name>\w+) must be an int >= 1, got (?P<got>.+?)\.",
+        "{name} 必须是 >= 1 的整数，你给的是 {got}。",
+    ),
+    (
+        r"query must be a position 0 \.\. seq_len - 1 = (?P<last>\d+), got (?P<got>.+?)\.",
+        "query 必须是 0 .. seq_len - 1 = {last} 之间的位置，你给的是 {got}。",
+    ),
 ]
