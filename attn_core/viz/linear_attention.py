@@ -14,10 +14,17 @@ import math
 
 import numpy as np
 import torch
+from matplotlib.collections import LineCollection
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from attn_core.i18n import localize
 from attn_core.linear.linear_attention import gated_delta_rule
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel, tick_label, to_inches
+from attn_core.viz.plotting import _Heatmap
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import _STYLE, DEFAULTS, Explorer, merge_params
 
 __all__ = [
@@ -34,6 +41,10 @@ __all__ = [
 CHUNK_DEFAULTS = dict(length=24, chunk_size=8, gate=0.1, seed=0, **{k: DEFAULTS[k] for k in Explorer.DISPLAY})
 DPI = 110
 VALUES_UP_TO = 16  # tokens: past this the printed decays no longer fit in their cells
+# the ticks matplotlib's AutoLocator gave these axes: its steps, about as many ticks as the axes had
+_STEPS = [1, 2, 2.5, 5, 10]
+_CELL_TICKS, _COUNT_TICKS = MaxNLocator(nbins=6, integer=True, steps=_STEPS), MaxNLocator(8, integer=True, steps=_STEPS)
+_LINEAR_TICKS = MaxNLocator(nbins=6, steps=_STEPS)  # the colour bar: 0, 0.2 ... 1.0
 
 
 def _chunk_params(overrides: dict) -> dict:
@@ -66,46 +77,87 @@ def _difference(length: int, chunk_size: int, g: torch.Tensor, seed: int) -> flo
 
 
 def render_chunks(**overrides) -> Figure:
+    """The decay matrix with its chunk grid (left, with a 0–1 colour bar) and the sequential steps (right).
+
+    Drawn without matplotlib's tick machinery and layout engine (``viz.lite_axes``, text as glyph paths): constrained
+    layout measured every tick label twice a draw, ~250 ms of a move (issue #33's explorer speed). The layout is
+    the same in inches at every setting: title, ticks and axis names around a square heatmap.
+    """
     p = _chunk_params(overrides)
     length, size = p["length"], p["chunk_size"]
     g = demo_decay(length, p["gate"], p["seed"])  # (1, 1, L)
     cum = g[0, 0].cumsum(-1)  # (L,)
     future = torch.ones(length, length, dtype=torch.bool).triu(1)  # (L, L)
     decay = (cum[:, None] - cum[None, :]).masked_fill(future, float("-inf")).exp().numpy()  # (L, L)
-    font = 9 * p["font_scale"]
-    panel = p["panel_size"]
-    figure = Figure(figsize=(panel * 2.4, panel * 1.35), dpi=DPI, layout="constrained")
-    left, right = figure.subplots(1, 2, width_ratios=[1.6, 1])
-    scale = dict(vmin=0.0, vmax=1.0) if p["fixed_scale"] else {}
-    image = left.imshow(decay, cmap="viridis", **scale)
-    figure.colorbar(image, ax=left, shrink=0.8).ax.tick_params(labelsize=font)
+    font, panel, em = 9 * p["font_scale"], p["panel_size"], 9 * p["font_scale"] / 72
+    tick_w = text_width(str(length - 1), font)  # the widest heatmap tick label, inches
+    top, bottom = 0.1 + 1.9 * em, 0.12 + TICK_IN + PAD_IN + 2.6 * em  # title above; ticks and axis name below
+    left = 0.08 + 1.4 * em + TICK_IN + PAD_IN + tick_w  # the y axis name, then its ticks
+    side = max(0.6, panel * 1.35 - top - bottom)  # the square heatmap
+    bar_x = left + side + 0.12  # the colour bar, its ticks, then the bars panel with its own ticks
+    bars_left = bar_x + 0.12 + TICK_IN + PAD_IN + text_width("0.0", font) + 0.3 + text_width(str(length), font)
+    bars_w = max(0.8, panel * 2.4 - bars_left - 0.15)
+    width, height = bars_left + bars_w + 0.15, top + side + bottom
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    text = TextBatch()
+    heat = lite_panel(figure, (left, bottom, side, side), (-0.5, length - 0.5), (length - 0.5, -0.5))
+    norm = Normalize(0.0, 1.0) if p["fixed_scale"] else Normalize(float(decay.min()), float(decay.max()))
+    image = _Heatmap(heat, cmap="viridis", norm=norm, extent=(-0.5, length - 0.5, length - 0.5, -0.5),
+                     origin="upper", interpolation="nearest")  # fmt: skip
+    image.set_data(decay)
+    heat.add_image(image)
     chunks = math.ceil(length / size)
+    boxes, grid = [], []
     for c in range(chunks):  # each chunk's own block: computed inside the chunk
         start, end = c * size - 0.5, min((c + 1) * size, length) - 0.5
-        left.add_patch(_rectangle(start, start, end - start, end - start, edgecolor="white", linewidth=1.6, fill=False))
-        if c:
-            left.axhline(start, color="white", linewidth=0.5, alpha=0.6)
-            left.axvline(start, color="white", linewidth=0.5, alpha=0.6)
+        boxes.append([(start, start), (end, start), (end, end), (start, end), (start, start)])
+        if c:  # the chunk grid over the whole matrix
+            grid += [[(-0.5, start), (length - 0.5, start)], [(start, -0.5), (start, length - 0.5)]]
+    heat.add_collection(LineCollection(grid, colors="white", linewidths=0.5, alpha=0.6), autolim=False)
+    heat.add_collection(LineCollection(boxes, colors="white", linewidths=1.6), autolim=False)
     if p["values"] and length <= VALUES_UP_TO:
-        for i, j in zip(*np.tril_indices(length), strict=True):
-            left.text(j, i, f"{decay[i, j]:.2f}", ha="center", va="center", fontsize=font * 0.7, color="white")
-    left.set_title(localize("decay exp(G_i − G_j); boxes: inside a chunk"), fontsize=font)
-    left.set_xlabel(localize("key j (written)"), fontsize=font)
-    left.set_ylabel(localize("query i (reads)"), fontsize=font)
-    left.tick_params(labelsize=font)
+        cells = to_inches(heat, *np.tril_indices(length)[::-1])  # (n, 2): the cell centres, key j across
+        for (x, y), value in zip(cells, decay[np.tril_indices(length)], strict=True):
+            text.add(x, y, f"{value:.2f}", font * 0.7, color="white", role="value")
+    ticks = [(v, f"{v:.0f}") for v in _CELL_TICKS.tick_values(0, length - 1) if 0 <= v <= length - 1]
+    frame_and_ticks(heat, text, ticks, ticks, font)
+    centre = left + side / 2
+    text.add(centre, bottom + side + 6 / 72, localize("decay exp(G_i − G_j); boxes: inside a chunk"), font,
+             va="bottom", role="title")  # fmt: skip
+    text.add(centre, bottom - TICK_IN - PAD_IN - 1.3 * em, localize("key j (written)"), font, va="top", role="xlabel")
+    text.add(left - TICK_IN - PAD_IN - tick_w - 0.06, bottom + side / 2, localize("query i (reads)"), font,
+             va="bottom", rotation=90, role="ylabel")  # fmt: skip
+    # the colour bar: a 0–1 ramp as tall as 0.8 of the heatmap (colorbar(shrink=0.8)), ticks every 0.2
+    bar_h, bar_y = 0.8 * side, bottom + 0.1 * side
+    key = lite_panel(figure, (bar_x, bar_y, 0.12, bar_h), (0, 1), (norm.vmin, norm.vmax))
+    ramp = _Heatmap(key, cmap="viridis", norm=norm, extent=(0, 1, norm.vmin, norm.vmax), origin="upper",
+                    interpolation="nearest")  # fmt: skip
+    ramp.set_data(np.linspace(norm.vmax, norm.vmin, 256)[:, None])  # (256, 1): top row first
+    key.add_image(ramp)
+    levels = [v for v in _LINEAR_TICKS.tick_values(norm.vmin, norm.vmax) if norm.vmin - 1e-9 <= v <= norm.vmax + 1e-9]
+    step = levels[1] - levels[0] if len(levels) > 1 else 1.0
+    ys = to_inches(key, 1, levels)[:, 1]
+    marks = [[(bar_x + 0.12, y), (bar_x + 0.12 + TICK_IN, y)] for y in ys]
+    key.add_collection(LineCollection(marks, colors="black", linewidths=0.8, transform=figure.dpi_scale_trans),
+                       autolim=False)  # fmt: skip
+    for y, value in zip(ys, levels, strict=True):
+        text.add(bar_x + 0.12 + TICK_IN + PAD_IN, y, tick_label(value, step), font, ha="left", role="colorbar")
+    frame_and_ticks(key, text, [], [], font)
+    # the bars: sequential steps of each form, with their counts on top
+    bars = lite_panel(figure, (bars_left, bottom, bars_w, side), (-0.5, 1.5), (0, length * 1.18))
+    counts = [length, chunks]
+    for x, (count, colour) in enumerate(zip(counts, ["#bbbbbb", "#1f77b4"], strict=True)):
+        bars.add_patch(Rectangle((x - 0.4, 0), 0.8, count, color=colour))
+        ((bx, by),) = to_inches(bars, x, count)
+        text.add(bx, by + 1 / 72, str(count), font, va="bottom", role="value")
+    levels = [v for v in _COUNT_TICKS.tick_values(0, length * 1.18) if 0 <= v <= length * 1.18]
+    step = levels[1] - levels[0] if len(levels) > 1 else 1.0
     labels = [localize("recurrent"), localize("chunked")]
-    bars = right.bar(labels, [length, chunks], color=["#bbbbbb", "#1f77b4"])
-    right.bar_label(bars, fontsize=font)
-    right.set_title(localize("sequential steps"), fontsize=font)
-    right.tick_params(labelsize=font)
-    right.set_ylim(0, length * 1.18)
+    frame_and_ticks(bars, text, list(enumerate(labels)), [(v, tick_label(v, step)) for v in levels], font)
+    text.add(bars_left + bars_w / 2, bottom + side + 6 / 72, localize("sequential steps"), font, va="bottom",
+             role="title")  # fmt: skip
+    text.draw(bars, transform=figure.dpi_scale_trans)
     return figure
-
-
-def _rectangle(x, y, width, height, **kwargs):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((x, y), width, height, **kwargs)
 
 
 def explain_chunks(**overrides) -> str:
