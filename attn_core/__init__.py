@@ -28,6 +28,7 @@ Every public name is ``ac.X``; ``tests/test_import_graph.py`` keeps the arrows p
 
 from attn_core import _moved  # importing it lets old module paths (attn_core.rope, ...) work for one release
 from attn_core.attention import scaled_dot_product_attention
+from attn_core.caches.block_allocator import OutOfBlocksError
 from attn_core.caches.kv_cache import KVCache
 from attn_core.caches.paged_cache import PagedKVCache
 from attn_core.deepseek.compressed_attention import CompressedAttention, CompressedKVCache
@@ -91,6 +92,7 @@ __all__ = [
     "MultiHeadLatentAttention",
     "KVCache",
     "PagedKVCache",
+    "OutOfBlocksError",  # what a full PagedKVCache raises: catch it to preempt or wait
     "plot_attention",
     "load_minilm",
     "set_language",
