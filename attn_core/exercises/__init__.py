@@ -28,10 +28,13 @@ import numpy as np
 import torch
 
 from attn_core import i18n
+from attn_core.i18n import _, foreign
 
 __all__ = ["feedback", "NOT_DONE", "is_stub", "call_learner", "never_raises", "as_number", "as_int", "as_int_list"]
 
-NOT_DONE = "not attempted yet: replace the `...` / `raise NotImplementedError` with your answer and run the cell again."
+NOT_DONE = _(
+    "not attempted yet: replace the `...` / `raise NotImplementedError` with your answer and run the cell again."
+)
 
 
 def feedback(name: str, problem: str | None) -> bool:
@@ -64,7 +67,9 @@ def call_learner(fn: Callable, /, *args, **kwargs) -> tuple[object, str | None]:
     if is_stub(fn):
         return None, NOT_DONE
     if not callable(fn):
-        return None, f"pass the function itself (its name, no parentheses), got {type(fn).__name__}."
+        return None, _("pass the function itself (its name, no parentheses), got {type}.").format(
+            type=type(fn).__name__
+        )
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -73,24 +78,30 @@ def call_learner(fn: Callable, /, *args, **kwargs) -> tuple[object, str | None]:
     except NotImplementedError:
         return None, NOT_DONE
     except RuntimeError as err:
-        problem = f"your function raised RuntimeError: {err}"
         if "x.T" in str(err) or any("x.T" in str(w.message) for w in caught) or _uses_dot_t(fn):
-            problem += (
-                " Hint: k.T reverses ALL axes of a batched tensor ((B, L, d) -> (d, L, B)); "
-                "use k.transpose(-2, -1) (or k.mT) to swap only the last two."
-            )
-        return None, problem
+            return None, _(
+                "your function raised RuntimeError: {error} Hint: k.T reverses ALL axes of a batched tensor "
+                "((B, L, d) -> (d, L, B)); use k.transpose(-2, -1) (or k.mT) to swap only the last two."
+            ).format(error=foreign(err))
+        return None, _("your function raised {type}: {error}").format(type="RuntimeError", error=foreign(err))
     except TypeError as err:
         if kwargs and "unexpected keyword argument" in str(err):  # a renamed parameter
             names = ", ".join(f"`{name}`" for name in kwargs)
-            plural = "s" if len(kwargs) > 1 else ""
-            return None, (
-                f"keep the parameter names of the exercise: name the argument{plural} {names}, "
-                f"the check passes {'them' if plural else 'it'} by name (your function raised TypeError: {err})."
+            message = (
+                _(
+                    "keep the parameter names of the exercise: name the arguments {names}, "
+                    "the check passes them by name (your function raised TypeError: {error})."
+                )
+                if len(kwargs) > 1
+                else _(
+                    "keep the parameter names of the exercise: name the argument {names}, "
+                    "the check passes it by name (your function raised TypeError: {error})."
+                )
             )
-        return None, f"your function raised TypeError: {err}"
+            return None, message.format(names=names, error=str(err))
+        return None, _("your function raised {type}: {error}").format(type="TypeError", error=foreign(err))
     except Exception as err:  # the learner's bug: report it, never crash the notebook
-        return None, f"your function raised {type(err).__name__}: {err}"
+        return None, _("your function raised {type}: {error}").format(type=type(err).__name__, error=foreign(err))
     finally:  # after the recording context: hand the learner's own warnings on to the notebook
         for warning in caught:
             key = (str(warning.message), warning.category, warning.filename, warning.lineno)
@@ -165,11 +176,11 @@ def never_raises(name: str) -> Callable[[Callable[..., bool]], Callable[..., boo
             try:
                 return check(*args, **kwargs)
             except Exception as err:  # the answer broke the grader itself: say so, do not raise
-                return feedback(
-                    name,
-                    f"could not grade this answer ({type(err).__name__}: {err}). "
-                    "Return what the exercise asks for (tensors of the stated shapes, or a number).",
+                problem = _(
+                    "could not grade this answer ({type}: {error}). "
+                    "Return what the exercise asks for (tensors of the stated shapes, or a number)."
                 )
+                return feedback(name, problem.format(type=type(err).__name__, error=foreign(err)))
 
         return guarded
 

@@ -2,8 +2,16 @@
 
 English stays the default and is never changed: every message is written in English where it is
 produced, and translated only at the few points where a learner reads it (an exercise's ✅/❌ line,
-an explorer's labels, explanation line and "Not possible" message). A translation is a catalog
-entry: a regular expression that must match the WHOLE English message (``re.fullmatch``, DOTALL)
+an explorer's labels, explanation line and "Not possible" message).
+
+A message is written with ``_()`` at its call site (``i18n/messages.py``): English text with named
+placeholders whose Chinese is in the gettext catalog ``attn_core/locale/zh_CN/LC_MESSAGES/attn_core.po``
+(compiled to the ``.mo`` beside it; CONTRIBUTING.md gives the translator's four commands). That is the
+format for every new or changed message.
+
+Messages not yet written with ``_()`` are translated by the older regex catalogs, which this package is
+leaving (a plain string is looked up as a gettext msgid first, then in them). A regex catalog
+entry is a regular expression that must match the WHOLE English message (``re.fullmatch``, DOTALL)
 and a Chinese template that uses its named groups::
 
     (r"padding \\((?P<padding>\\d+)\\) must leave at least one real token of the (?P<length>\\d+)\\.",
@@ -41,8 +49,12 @@ from collections.abc import Callable
 
 from attn_core.i18n.fonts import SUBSET_FAMILY, SUBSET_FILE, restore_fonts, use_chinese_fonts
 from attn_core.i18n.literal_prefix import literal_prefix
+from attn_core.i18n.messages import Message, _, foreign, gettext_catalog
 
 __all__ = [
+    "_",
+    "Message",
+    "foreign",
     "LANGUAGES",
     "set_language",
     "get_language",
@@ -116,11 +128,11 @@ def _entries() -> tuple[tuple[str, re.Pattern | str, Template, str, int], ...]:
 @functools.cache
 def _compiled(position: int) -> tuple[re.Pattern, Template]:
     """Entry ``position`` of ``_entries()`` compiled and checked: a template may only name groups its pattern has."""
-    _, pattern, template, name, index = _entries()[position]
+    _prefix, pattern, template, name, index = _entries()[position]
     compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern, re.DOTALL)
     if isinstance(template, str):
         parsed = string.Formatter().parse(template)
-        fields = {field.split(".")[0].split("[")[0] for _, field, _, _ in parsed if field is not None}
+        fields = {field.split(".")[0].split("[")[0] for _text, field, _spec, _conversion in parsed if field is not None}
         unknown = fields - set(compiled.groupindex)
         if unknown:
             raise ValueError(
@@ -174,7 +186,10 @@ class _Translator(string.Formatter):
 @functools.lru_cache(maxsize=8192)
 def _lookup(message: str) -> tuple[str, bool]:
     """``(Chinese text, True)`` when every part of ``message`` has a translation, else ``(best effort, False)``."""
-    for position, (prefix, *_) in enumerate(_entries()):
+    exact_text = gettext_catalog("zh").get(message)  # a plain string that is a whole msgid of the gettext catalog
+    if exact_text is not None:
+        return exact_text, True
+    for position, (prefix, *_entry) in enumerate(_entries()):
         if not message.startswith(prefix):  # cannot match: skip without compiling
             continue
         pattern, template = _compiled(position)
@@ -193,7 +208,9 @@ def _lookup(message: str) -> tuple[str, bool]:
 
 def translation(message: str) -> str | None:
     """The Chinese translation of ``message``, or None when it (or a part of it) has none."""
-    text, found = _lookup(message)
+    if isinstance(message, Message) and message.complete("zh"):
+        return message.render("zh", translate)
+    text, found = _lookup(str(message))  # a plain string, or a Message the gettext catalog lacks: the regex catalogs
     return text if found else None
 
 
@@ -202,7 +219,13 @@ def translate(message: str, lang: str | None = None) -> str:
     if (lang or _language) == "en" or not isinstance(message, str):
         return message
     try:
-        return _lookup(message)[0]
+        if isinstance(message, Message):
+            lang = lang or _language
+            if message.complete(lang):
+                return message.render(lang, translate)
+            text, found = _lookup(str(message))  # the regex catalogs, while they last
+            return text if found else message.render(lang, translate)
+        return _lookup(str(message))[0]
     except Exception:  # a broken catalog entry must not break a learner's notebook (the tests' audit shows it)
         return message
 
