@@ -9,6 +9,7 @@ import pytest
 
 from attn_core.viz import mla as vm
 from attn_core.viz.plotting import DPI
+from attn_core.viz.textpaths import text_items
 
 
 def test_deepseek_v3_and_real_configs():
@@ -42,13 +43,16 @@ def test_mla_is_smallest_for_deepseek_and_ordering():
 
 
 def test_figure_is_readable():
+    # every string is drawn as glyph outlines (viz.textpaths): text_items lists them with their role and size
     fig = vm.render_mla_cache(values=True)
     assert fig.dpi == DPI >= 110
-    texts = [t for ax in fig.axes for t in ax.texts + ax.get_xticklabels() + ax.get_yticklabels()]
-    texts += [ax.xaxis.label for ax in fig.axes] + [ax.yaxis.label for ax in fig.axes]
-    assert texts and all(t.get_fontsize() >= 9 for t in texts)
-    assert "68.6 KiB" in {t.get_text() for t in fig.axes[0].texts}
-    assert len(vm.render_mla_cache(values=False).axes[0].texts) == 0
+    items = text_items(fig)
+    roles = {role for role, _, _ in items}
+    assert {"title", "xtick", "ytick", "xlabel", "ylabel", "legend", "value"} <= roles
+    assert all(label.size >= 9 for _, label, _ in items)
+    assert "68.6 KiB" in {label.text for role, label, _ in items if role == "value"}
+    assert {label.text for role, label, _ in items if role == "legend"} == set(vm.KINDS)
+    assert not [label for role, label, _ in text_items(vm.render_mla_cache(values=False)) if role == "value"]
 
 
 def test_context_lengths():

@@ -52,7 +52,7 @@ class LiteAxes(Axes):
         pass
 
 
-def lite_panel(fig, box: tuple[float, float, float, float], xlim, ylim, xscale: str = "linear"):
+def lite_panel(fig, box: tuple[float, float, float, float], xlim, ylim, xscale: str = "linear", yscale: str = "linear"):
     """An Axes at ``box`` (left, bottom, width, height in inches) drawing only what is added to it."""
     width, height = fig.get_size_inches()
     left, bottom, w, h = box
@@ -61,6 +61,8 @@ def lite_panel(fig, box: tuple[float, float, float, float], xlim, ylim, xscale: 
     ax.set_autoscale_on(False)
     if xscale != "linear":
         ax.set_xscale(xscale)
+    if yscale != "linear":
+        ax.set_yscale(yscale)
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
     return ax

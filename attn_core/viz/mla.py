@@ -21,9 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from attn_core.i18n import localize
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel, to_inches
 from attn_core.viz.plotting import DPI, FONT_PT, VALUE_PT
+from attn_core.viz.rope_scaling import _legend
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import Explorer, merge_params
 
 __all__ = [
@@ -109,67 +114,75 @@ def _human(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def _log_limits(low: float, high: float, ticks) -> tuple[float, float]:
+    """matplotlib's log-axis view limits: the data with 5% margins (in log space), grown to show every tick."""
+    span = np.log10(high) - np.log10(low)
+    low, high = 10 ** (np.log10(low) - 0.05 * span), 10 ** (np.log10(high) + 0.05 * span)
+    return min(low, *ticks), max(high, *ticks)
+
+
 def render_mla_cache(**overrides) -> Figure:
-    """Left: bytes per token (bars); right: one sequence's cache (GiB) against its length (lines)."""
+    """Left: bytes per token (bars); right: one sequence's cache (GiB) against its length (lines).
+
+    Drawn without matplotlib's tick machinery (``viz.lite_axes``, text as glyph paths): Tick objects, Text layout
+    and the legend were ~100 ms of a control move (issue #33's explorer speed); same size, limits, ticks and labels.
+    """
     p = _params(overrides)
     per_token = cache_bytes_per_token(**overrides)
     scale = float(p["font_scale"])
     size = float(p["panel_size"])
-    # fixed margins in inches, grown with the font: a constrained layout re-measures every label on each
-    # redraw (~100 ms per slider move)
+    font, value_font = FONT_PT * scale, VALUE_PT * scale
+    # fixed margins in inches, grown with the font: a constrained layout re-measures every label on each redraw
     left, gap, right, bottom, top = 0.8 * scale, 1.0 * scale, 0.25, 0.55 * scale, 0.35 * scale
     width, height = 2 * size + left + gap + right + 0.6, size + bottom + top
     fig = Figure(figsize=(width, height), dpi=DPI)
-    fig.subplots_adjust(
-        left=left / width,
-        right=1 - right / width,
-        bottom=bottom / height,
-        top=1 - top / height,
-        wspace=gap / ((width - left - right - gap) / 2),
-    )
-    bars_ax, lines_ax = fig.subplots(1, 2)
+    panel_w = (width - left - right - gap) / 2
+    text = TextBatch()
     heights = [per_token[k] / 1024 for k in KINDS]  # KiB per token
-    bars = bars_ax.bar(KINDS, heights, color=[COLORS[k] for k in KINDS])
-    for bar, kind in zip(bars, KINDS, strict=True):
-        bar.set_gid(f"bar-{kind}")
-    bars_ax.set_yscale("log")
     decades = range(int(np.floor(np.log10(min(heights)))), int(np.ceil(np.log10(max(heights)))) + 2)
-    bars_ax.set_yticks([10.0**e for e in decades], [f"{10.0**e:g}" for e in decades])
-    bars_ax.minorticks_off()
-    bars_ax.set_ylabel(localize("KiB cached per token"), fontsize=FONT_PT * scale)
-    bars_ax.set_title(
-        localize(f"{p['num_layers']} layers, {p['bytes_per_element']} B/element"), fontsize=FONT_PT * scale
-    )
-    if p["values"]:
-        for bar, kind in zip(bars, KINDS, strict=True):
-            bars_ax.annotate(
-                _human(per_token[kind]),
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                ha="center",
-                va="bottom",
-                fontsize=VALUE_PT * scale,
-            )
-        bars_ax.set_ylim(top=max(heights) * 4)
+    ylim = (10.0 ** decades[0], max(heights) * 4 if p["values"] else 10.0 ** decades[-1])
+    bars_ax = lite_panel(fig, (left, bottom, panel_w, size), (-0.59, 3.59), ylim, yscale="log")
+    for x, (kind, kib) in enumerate(zip(KINDS, heights, strict=True)):
+        bars_ax.add_patch(Rectangle((x - 0.4, 0), 0.8, kib, color=COLORS[kind], gid=f"bar-{kind}"))
+        if p["values"]:
+            ((bx, by),) = to_inches(bars_ax, x, kib)
+            text.add(bx, by + 1 / 72, _human(per_token[kind]), value_font, va="bottom", role="value")
+    yticks = [(10.0**e, f"{10.0**e:g}") for e in decades if ylim[0] <= 10.0**e <= ylim[1] * (1 + 1e-9)]
+    frame_and_ticks(bars_ax, text, list(enumerate(KINDS)), yticks, font)
+    title = localize(f"{p['num_layers']} layers, {p['bytes_per_element']} B/element")
+    text.add(left + panel_w / 2, bottom + size + 6 / 72, title, font, va="bottom", role="title")
+    _ylabel(text, bars_ax, localize("KiB cached per token"), yticks, font)
     lengths = context_lengths(p["max_context"])
-    for kind in KINDS:
-        (line,) = lines_ax.plot(lengths, lengths * per_token[kind] / 2**30, label=kind, color=COLORS[kind])
-        line.set_gid(f"line-{kind}")
-    lines_ax.set_xscale("log", base=2)
-    lines_ax.set_yscale("log")
-    # plain-text ticks: mathtext labels (2^10, 10^-4) cost several ms each per redraw
     x_ticks = [n for n in lengths if n in (1, 32, 1024) or n == lengths[-1]]
-    lines_ax.set_xticks(x_ticks, [_tokens(n) for n in x_ticks], minor=False)
     gib = lengths[-1] * max(per_token.values()) / 2**30, lengths[0] * min(per_token.values()) / 2**30
     y_ticks = [10.0**e for e in range(int(np.floor(np.log10(gib[1]))), int(np.ceil(np.log10(gib[0]))) + 1, 2)]
-    lines_ax.set_yticks(y_ticks, [f"{y:g}" for y in y_ticks], minor=False)
-    lines_ax.minorticks_off()
-    lines_ax.set_xlabel(localize("context length (tokens)"), fontsize=FONT_PT * scale)
-    lines_ax.set_ylabel(localize("cache of one sequence (GiB)"), fontsize=FONT_PT * scale)
-    lines_ax.legend(fontsize=FONT_PT * scale)
-    for ax in (bars_ax, lines_ax):
-        ax.tick_params(labelsize=FONT_PT * scale)
+    span = np.log2(lengths[-1])
+    xlim = (2 ** (-0.05 * span), 2 ** (1.05 * span))  # log2 axis: 5% margins
+    lines_ax = lite_panel(fig, (left + panel_w + gap, bottom, panel_w, size), xlim,
+                          _log_limits(gib[1], gib[0], y_ticks), xscale="log", yscale="log")  # fmt: skip
+    for kind in KINDS:
+        line = Line2D(lengths, lengths * per_token[kind] / 2**30, color=COLORS[kind], lw=1.5, gid=f"line-{kind}")
+        lines_ax.add_line(line)
+    y_shown = [(y, f"{y:g}") for y in y_ticks]
+    frame_and_ticks(lines_ax, text, [(n, _tokens(int(n))) for n in x_ticks], y_shown, font)
+    x0 = left + panel_w + gap
+    text.add(x0 + panel_w / 2, bottom - TICK_IN - PAD_IN - 1.3 * font / 72, localize("context length (tokens)"),
+             font, va="top", role="xlabel")  # fmt: skip
+    _ylabel(text, lines_ax, localize("cache of one sequence (GiB)"), y_shown, font)
+    em = font / 72  # the legend in the upper-left corner, as matplotlib's legend(loc="best") placed it here
+    entries = [("line", COLORS[kind], kind) for kind in KINDS]
+    _legend(lines_ax, text, entries, x0 + 0.5 * em, bottom + size - 0.5 * em - (1.4 * em * 4 + 0.5 * em), font,
+            "legend", centred=False)  # fmt: skip
+    text.draw(lines_ax, transform=fig.dpi_scale_trans)
     fig.mla_cache = {"per_token": per_token, "lengths": lengths}
     return fig
+
+
+def _ylabel(text, ax, label: str, yticks, font: float) -> None:
+    (x0, y0), (_, y1) = to_inches(ax, ax.get_xlim()[0], ax.get_ylim())
+    tick_w = max(text_width(t, font) for _, t in yticks) if yticks else 0.0
+    text.add(x0 - TICK_IN - PAD_IN - tick_w - 4 / 72, (y0 + y1) / 2, label, font, va="bottom", rotation=90,
+             role="ylabel")  # fmt: skip
 
 
 def explain_mla_cache(**overrides) -> str:
