@@ -82,7 +82,7 @@ def render_blocks(**overrides) -> Figure:
     left.tick_params(labelsize=font)
     keys = np.arange(row + 1)  # (i + 1,)
     right.bar(keys[:first], decay[row, :first], color=INTER, label=localize("earlier blocks, via the state"))
-    right.bar(keys[first:], decay[row, first:], color=INTRA, label=localize("own block, masked q kᵀ"))
+    right.bar(keys[first:], decay[row, first : row + 1], color=INTRA, label=localize("own block, masked q kᵀ"))
     right.set_xlim(-0.5, length - 0.5)
     right.set_ylim(0, 1.05)
     right.set_title(localize(f"weights of query {row}"), fontsize=font)
