@@ -11,6 +11,7 @@ import torch
 import attn_core as ac
 from attn_core.models.generation import next_token_distribution
 from attn_core.viz import sampling as sv
+from attn_core.viz.textpaths import text_items
 
 LOGITS = torch.randn(300, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3  # (V,)
 
@@ -62,18 +63,18 @@ def test_the_line_counts_what_is_left():
 
 
 def test_cut_tokens_are_marked_and_kept_ones_are_not():
-    fig = sv.render_sampling(LOGITS, top_k=4, shown=10)
-    texts = [text.get_text() for text in fig.axes[0].texts]
+    fig = sv.render_sampling(LOGITS, top_k=4, shown=10)  # every string drawn as glyph outlines: read text_items
+    texts = [label.text for role, label, _ in text_items(fig) if role in ("cut", "value")]
     assert texts.count("cut") == 6 and len(texts) == 10  # 4 kept (their values printed), 6 cut
-    assert fig.dpi >= 110 and min(text.get_fontsize() for text in fig.axes[0].texts) >= 9
+    assert fig.dpi >= 110 and min(label.size for _, label, _ in text_items(fig)) >= 9
     untouched = sv.render_sampling(LOGITS, shown=10, values=False)
-    assert [text.get_text() for text in untouched.axes[0].texts] == []
+    assert [label for role, label, _ in text_items(untouched) if role in ("cut", "value")] == []
 
 
 def test_bar_names_follow_the_temperature_one_order():
     names = [f"token {i}" for i in LOGITS.topk(5).indices.tolist()]
     fig = sv.render_sampling(LOGITS, names, shown=5, temperature=3.0, top_p=0.2)
-    assert [label.get_text() for label in fig.axes[0].get_yticklabels()] == names
+    assert [label.text for role, label, _ in text_items(fig) if role == "ytick"] == names
 
 
 @pytest.mark.parametrize(
@@ -118,6 +119,6 @@ def test_chinese_labels_and_line():
         assert explorer.explain(top_k=1).endswith("熵 0.00 比特（相当于在 1 个词元中均匀地选一个）。")
         assert explorer.controls["top_k"].description == "top-k（0：关闭）"
         fig = sv.render_sampling(LOGITS, top_k=3, shown=5)
-        assert "被截掉" in [text.get_text() for text in fig.axes[0].texts]
+        assert "被截掉" in [label.text for role, label, _ in text_items(fig) if role == "cut"]
     finally:
         ac.set_language("en")

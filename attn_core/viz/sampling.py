@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
 
 from attn_core.i18n import localize
 from attn_core.models.generation import next_token_distribution
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel, to_inches
 from attn_core.viz.plotting import DPI
+from attn_core.viz.rope_scaling import _legend
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import Explorer, merge_params
 
 __all__ = ["SAMPLING_DEFAULTS", "sampling_distribution", "render_sampling", "explain_sampling", "sampling_explorer"]
@@ -80,36 +84,49 @@ def render_sampling(logits: torch.Tensor, names: list[str] | None = None, **over
 
 
 def _figure(before: torch.Tensor, after: torch.Tensor, names: list[str] | None, p: dict) -> Figure:
+    """Drawn without matplotlib's tick machinery or Text (``viz.lite_axes``, glyph-path text): Tick objects, Text
+    layout and the legend were most of a ~130 ms move (issue #33's explorer speed). Same size, layout and labels."""
     top = before.topk(p["shown"]).indices  # (shown,): fixed order, so moving a slider only changes the bars
     names = [f"#{int(i)}" for i in top] if names is None else list(names)[: p["shown"]]
     if len(names) != len(top):
         raise ValueError(f"names has {len(names)} entries for {len(top)} bars: give one per shown token.")
     size, font = float(p["panel_size"]), 9.0 * float(p["font_scale"])
-    fig = Figure(figsize=(2 * size, max(2.4, 0.3 * len(top) + 1.2) * size / 3.6), dpi=DPI)
-    fig.subplots_adjust(left=0.2, right=0.97, bottom=0.16, top=0.88)
-    ax = fig.subplots()
-    rows = range(len(top))
+    width, height = 2 * size, max(2.4, 0.3 * len(top) + 1.2) * size / 3.6
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    box = (0.2 * width, 0.16 * height, 0.77 * width, 0.72 * height)  # subplots_adjust(0.2, 0.16, 0.97, 0.88)
+    span = len(top) - 1 + 0.8  # bars of height 0.8 on rows 0 .. n-1, and matplotlib's 5% margins
     floor = 1e-5  # the log axis starts here: a cut token has probability exactly 0
-    ax.barh(rows, before[top].numpy(), height=0.8, color=_COLORS["before"], label=localize("temperature 1"))
-    ax.barh(
-        rows, after[top].clamp(min=floor).numpy(), height=0.45, color=_COLORS["after"], label=localize("drawn from")
-    )
-    for row, prob in enumerate(after[top].tolist()):
+    ax = lite_panel(fig, box, (floor, 1), (span - 0.4 + 0.05 * span, -0.4 - 0.05 * span), xscale="log")
+    text = TextBatch()
+    rows = np.arange(len(top))  # (n,)
+    for values, bar_h, colour in ((before[top], 0.8, "before"), (after[top].clamp(min=floor), 0.45, "after")):
+        right = values.numpy()  # (n,)
+        bars = [[(floor, r - bar_h / 2), (x, r - bar_h / 2), (x, r + bar_h / 2), (floor, r + bar_h / 2)]
+                for r, x in zip(rows, right, strict=True)]  # fmt: skip
+        ax.add_collection(PolyCollection(bars, facecolors=_COLORS[colour], linewidths=0, gid=colour), autolim=False)
+    probs = after[top].tolist()
+    anchors = to_inches(ax, [floor * 1.3 if q == 0 else min(q * 1.3, 0.25) for q in probs], rows)  # (n, 2)
+    for (x, y), prob in zip(anchors, probs, strict=True):
         if prob == 0:
-            ax.text(floor * 1.3, row, localize("cut"), color=_COLORS["cut"], fontsize=font, va="center")
+            text.add(x, y, localize("cut"), font, ha="left", color=_COLORS["cut"], role="cut")
         elif p["values"]:
-            ax.text(min(prob * 1.3, 0.25), row, f"{prob:.3f}", fontsize=font, va="center")
-    ax.set_xscale("log")
-    ax.set_xlim(floor, 1)
-    ax.set_xticks([10.0**e for e in range(-5, 1)], [f"1e{e}" if e else "1" for e in range(-5, 1)])
-    ax.xaxis.set_minor_locator(NullLocator())  # minor ticks: ~0.03 s of a ~0.12 s redraw, saying nothing
-    ax.set_yticks(list(rows), names, fontsize=font)
-    ax.invert_yaxis()
-    ax.set_xlabel(localize("probability (log scale)"), fontsize=font)
-    ax.tick_params(axis="x", labelsize=font)
-    ax.legend(fontsize=font, loc="lower right")
+            text.add(x, y, f"{prob:.3f}", font, ha="left", role="value")
+    xticks = [(10.0**e, f"1e{e}" if e else "1") for e in range(-5, 1)]
+    frame_and_ticks(ax, text, xticks, list(zip(rows.tolist(), names, strict=True)), font)
+    left, bottom, panel_w, panel_h = box
+    text.add(left + panel_w / 2, bottom - TICK_IN - PAD_IN - 1.3 * font / 72, localize("probability (log scale)"),
+             font, va="top", role="xlabel")  # fmt: skip
     settings = f"T = {p['temperature']:.2g}, top-k = {p['top_k'] or localize('off')}, top-p = {p['top_p']:.2f}"
-    ax.set_title(settings, fontsize=font + 1)
+    text.add(left + panel_w / 2, bottom + panel_h + 6 / 72, settings, font + 1, va="bottom", role="title")
+    # the legend in the lower-right corner (loc="lower right"), framed as matplotlib's
+    entries = [
+        ("patch", _COLORS["before"], localize("temperature 1")),
+        ("patch", _COLORS["after"], localize("drawn from")),
+    ]
+    em = font / 72
+    box_w = max(2.8 * em + text_width(label, font) for _, _, label in entries) + 0.8 * em
+    _legend(ax, text, entries, left + panel_w - 0.5 * em - box_w, bottom + 0.5 * em, font, "legend", centred=False)
+    text.draw(ax, transform=fig.dpi_scale_trans)
     return fig
 
 
