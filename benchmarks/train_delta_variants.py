@@ -99,7 +99,7 @@ def mean_log_decay(model, inputs) -> list | None:
         model(inputs)
         for hook in hooks:
             hook.remove()
-        for layer, x in zip(layers, hidden):
+        for layer, x in zip(layers, hidden, strict=True):
             if isinstance(layer, KDANet):
                 result.append(layer.channel_decay(x).mean((0, 2)).tolist())  # (H, Dk)
             elif isinstance(layer, UngatedDeltaNet):
@@ -132,8 +132,16 @@ def main() -> None:
     steps = 20 if args.quick else args.steps
     results = {
         "setup": dict(
-            hidden=HIDDEN, layers=LAYERS, vocab=VOCAB, steps=steps, lr=train_recall.LR, batch=train_recall.BATCH,
-            **HEADS, conv_kernel_size=4, torch=torch.__version__, machine=platform.machine(),
+            hidden=HIDDEN,
+            layers=LAYERS,
+            vocab=VOCAB,
+            steps=steps,
+            lr=train_recall.LR,
+            batch=train_recall.BATCH,
+            **HEADS,
+            conv_kernel_size=4,
+            torch=torch.__version__,
+            machine=platform.machine(),
         ),  # fmt: skip
         "runs": [],  # one per (P, mixer, seed): accuracy, final loss, seconds, decay at init and after training
     }
@@ -160,9 +168,15 @@ def main() -> None:
                 loss = sum(run.losses[-20:]) / len(run.losses[-20:])
                 results["runs"].append(
                     dict(
-                        pairs=num_pairs, mixer=name, seed=seed, accuracy=round(accuracy, 4), final_loss=round(loss, 4),
-                        seconds=round(run.seconds), parameters=sum(p.numel() for p in run.model.parameters()),
-                        init_decay=init_decay, learned_decay=mean_log_decay(run.model, probe),
+                        pairs=num_pairs,
+                        mixer=name,
+                        seed=seed,
+                        accuracy=round(accuracy, 4),
+                        final_loss=round(loss, 4),
+                        seconds=round(run.seconds),
+                        parameters=sum(p.numel() for p in run.model.parameters()),
+                        init_decay=init_decay,
+                        learned_decay=mean_log_decay(run.model, probe),
                     )  # fmt: skip
                 )
                 print(f"P={num_pairs:2d} {name:14s} seed {seed} accuracy {accuracy:.3f} loss {loss:.3f} "
