@@ -225,3 +225,39 @@ CATALOG = [
         ),
     ),
 ]
+
+# ---- notebook 12f's figures and explorer (attn_core/viz/ssd.py) and the titles its cells pass to ac.plot_attention
+_VIZ = {
+    "decay mask L (0–1)": "衰减掩码 L（0–1）",
+    "M = L ∘ C Bᵀ · dt (relative scale)": "M = L ∘ C Bᵀ · dt（相对刻度）",
+    "Recall: a fixed SSD state vs attention": "回忆：固定大小的 SSD 状态 vs 注意力",
+    "softmax attention": "softmax 注意力",
+    "linear attention (elu+1, normalised)": "线性注意力（elu+1，归一化）",
+    "SSD decay mask L": "SSD 衰减掩码 L",
+    "step dt": "步长 dt",
+    "rate A": "速率 A",
+    "SSD state, no decay (A = 0)": "SSD 状态，无衰减（A = 0）",
+    "SSD state, A = -0.02": "SSD 状态，A = -0.02",
+}
+
+CATALOG += [
+    *exact(_VIZ),
+    (r"row (?P<row>\d+) of L: what query (?P<query>\d+) keeps", "L 的第 {row} 行：查询 {query} 保留了什么"),
+    (
+        r"Each token keeps exp\(dt·A\) = (?P<keep>[\d.]+) of the state: weights halve every (?P<half>[\d.]+) tokens\. "
+        r"Query (?P<query>\d+) reads token 0 with decay (?P<oldest>[\d.e+-]+)\. "
+        r"max \|M x − recurrence\| = (?P<diff>[\d.e+-]+)\.",
+        "每个词元保留状态的 exp(dt·A) = {keep}：权重每 {half} 个词元减半。查询 {query} 以衰减 {oldest} 读取词元 0。"
+        "max |M x − 递推| = {diff}。",
+    ),
+    (
+        r"position must be an int in \[0, (?P<last>\d+)\], got (?P<got>.+)\.",
+        "position 必须是 [0, {last}] 中的整数，得到的是 {got}。",
+    ),
+    (r"length must be an int >= 1, got (?P<got>.+)\.", "length 必须是 >= 1 的整数，得到的是 {got}。"),
+    (
+        r"dt must be > 0 \(the step size after softplus\), got (?P<got>.+)\.",
+        "dt 必须 > 0（softplus 之后的步长），得到的是 {got}。",
+    ),
+    (r"A must be < 0 \(A = −exp\(A_log\)\), got (?P<got>.+)\.", "A 必须 < 0（A = −exp(A_log)），得到的是 {got}。"),
+]

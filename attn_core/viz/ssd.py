@@ -15,6 +15,7 @@ import math
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from attn_core.i18n import localize
 from attn_core.linear.ssd import ssd, ssd_as_attention, ssd_decay_mask
@@ -60,7 +61,7 @@ def render_duality(**overrides) -> Figure:
     matrix = ssd_as_attention(dt, A, B, C)[0, 0].numpy()  # (L, L)
     font = 9 * p["font_scale"]
     panel = p["panel_size"]
-    figure = Figure(figsize=(panel * 3.3, panel * 1.2), dpi=DPI, layout="constrained")
+    figure = Figure(figsize=(panel * 3.7, panel * 1.25), dpi=DPI, layout="constrained")
     left, middle, right = figure.subplots(1, 3, width_ratios=[1, 1, 1.1])
     scale = dict(vmin=0.0, vmax=1.0) if p["fixed_scale"] else {}
     image = left.imshow(decay, cmap="viridis", **scale)
@@ -71,10 +72,12 @@ def render_duality(**overrides) -> Figure:
     figure.colorbar(signed, ax=middle, shrink=0.8).ax.tick_params(labelsize=font)
     middle.set_title(localize("M = L ∘ C Bᵀ · dt (relative scale)"), fontsize=font)
     for ax in (left, middle):
-        ax.axhline(position, color="orange", linewidth=1.2)
+        ax.axhline(position, color="orange", linewidth=1.2)  # the row the right panel shows
         ax.set_xlabel(localize("key j (written)"), fontsize=font)
-        ax.set_ylabel(localize("query i (reads)"), fontsize=font)
         ax.tick_params(labelsize=font)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    left.set_ylabel(localize("query i (reads)"), fontsize=font)
     if p["values"] and length <= 12:
         for i, j in zip(*np.tril_indices(length), strict=True):
             left.text(j, i, f"{decay[i, j]:.2f}", ha="center", va="center", fontsize=font * 0.6, color="white")
@@ -85,6 +88,7 @@ def render_duality(**overrides) -> Figure:
     right.set_title(localize(f"row {position} of L: what query {position} keeps"), fontsize=font)
     right.set_xlabel(localize("key j (written)"), fontsize=font)
     right.tick_params(labelsize=font)
+    right.xaxis.set_major_locator(MaxNLocator(integer=True))
     return figure
 
 
