@@ -12,10 +12,13 @@ that schedule and draws it; it does not import triton (the schedule is the kerne
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.lines import Line2D
 
 from attn_core.i18n import localize
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel, to_inches
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import Explorer
 
 __all__ = ["tile_status", "program_visits", "render_schedule", "explain_schedule", "schedule_explorer"]
@@ -99,36 +102,55 @@ def explain_schedule(kernel="forward", program=1, q_len=48, k_len=64, block_size
 def render_schedule(
     kernel="forward", program=1, q_len=48, k_len=64, block_size=16, is_causal=True, panel_size=3.2, font_scale=1.0, **_
 ) -> Figure:
-    """The tile grid (rows: query tiles, columns: key tiles), the chosen program's tiles framed and numbered."""
+    """The tile grid (rows: query tiles, columns: key tiles), the chosen program's tiles framed and numbered.
+
+    Drawn without matplotlib's tick machinery or Text (``viz.lite_axes``, glyph-path text, the tiles as two
+    PolyCollections): a Rectangle and a Text per tile and the Tick objects were most of a ~65 ms move (issue #33's
+    explorer speed). Same size, layout and labels."""
     status = tile_status(q_len, k_len, block_size, is_causal)  # (Tq, Tk)
     visits = program_visits(kernel, program, q_len, k_len, block_size, is_causal)
     q_tiles, k_tiles = status.shape
     cell = panel_size / max(q_tiles, k_tiles, 3)  # inches per tile
     width, height = k_tiles * cell + 1.2, q_tiles * cell + 1.3  # inches: tick labels left and on top, title below
     fig = Figure(figsize=(width, height), dpi=110)
-    ax = fig.add_axes((0.9 / width, 0.45 / height, k_tiles * cell / width, q_tiles * cell / height))
+    left, bottom, grid_w, grid_h = 0.9, 0.45, k_tiles * cell, q_tiles * cell
+    ax = lite_panel(fig, (left, bottom, grid_w, grid_h), (0, k_tiles), (q_tiles, 0))
     font = max(9.0, 10 * font_scale)
-    for (qi, kj), code in np.ndenumerate(status):
-        ax.add_patch(Rectangle((kj, qi), 1, 1, facecolor=COLORS[code], edgecolor="white", linewidth=2))
-    for order, (qi, kj) in enumerate(visits):
-        ax.add_patch(Rectangle((kj, qi), 1, 1, fill=False, edgecolor="#c00000", linewidth=2.5))
-        ax.text(kj + 0.5, qi + 0.5, str(order), ha="center", va="center", fontsize=font, color="#c00000")
+    squares = [[(kj, qi), (kj + 1, qi), (kj + 1, qi + 1), (kj, qi + 1)] for (qi, kj), _ in np.ndenumerate(status)]
+    colours = [COLORS[code] for code in status.ravel()]
+    ax.add_collection(PolyCollection(squares, facecolors=colours, edgecolors="white", linewidths=2), autolim=False)
+    text = TextBatch()
+    if visits:
+        framed = [[(kj, qi), (kj + 1, qi), (kj + 1, qi + 1), (kj, qi + 1)] for qi, kj in visits]
+        ax.add_collection(PolyCollection(framed, facecolors="none", edgecolors="#c00000", linewidths=2.5),
+                          autolim=False)  # fmt: skip
+        centres = to_inches(ax, [kj + 0.5 for _, kj in visits], [qi + 0.5 for qi, _ in visits])  # (n, 2)
+        for order, (x, y) in enumerate(centres):
+            text.add(x, y, str(order), font, color="#c00000", role="order")
     if is_causal:  # the boundary key = query + (Lk - Lq) + 1, in tile units
         queries = np.array([0, q_len])
-        ax.plot((queries + k_len - q_len) / block_size, queries / block_size, color="black", linewidth=1.5)
-    ax.set(xlim=(0, k_tiles), ylim=(q_tiles, 0), xticks=np.arange(k_tiles) + 0.5, yticks=np.arange(q_tiles) + 0.5)
-    ax.set_xticklabels(range(k_tiles), fontsize=font)
-    ax.set_yticklabels(range(q_tiles), fontsize=font)
-    ax.set_xlabel(localize("key tile"), fontsize=font)
-    ax.set_ylabel(localize("query tile"), fontsize=font)
-    ax.xaxis.set_label_position("top")
-    ax.xaxis.tick_top()
+        ax.add_line(Line2D((queries + k_len - q_len) / block_size, queries / block_size, color="black", lw=1.5))
+    top = bottom + grid_h
+    marks = [[(left + (kj + 0.5) * cell, top), (left + (kj + 0.5) * cell, top + TICK_IN)] for kj in range(k_tiles)]
+    for kj in range(k_tiles):  # key tiles on top, as tick_top() put them
+        text.add(left + (kj + 0.5) * cell, top + TICK_IN + PAD_IN, str(kj), font, va="bottom", role="xtick")
+    frame_and_ticks(ax, text, [], [(qi + 0.5, str(qi)) for qi in range(q_tiles)], font)
+    top_ticks = LineCollection(marks, colors="black", linewidths=0.8, transform=fig.dpi_scale_trans)
+    top_ticks.set_clip_on(False)
+    ax.add_collection(top_ticks, autolim=False)
+    em = font / 72
+    text.add(left + grid_w / 2, top + TICK_IN + PAD_IN + 1.3 * em + 4 / 72, localize("key tile"), font,
+             va="bottom", role="xlabel")  # fmt: skip
+    tick_w = max(text_width(str(qi), font) for qi in range(q_tiles))
+    text.add(left - TICK_IN - PAD_IN - tick_w - 4 / 72, bottom + grid_h / 2, localize("query tile"), font,
+             va="bottom", rotation=90, role="ylabel")  # fmt: skip
     title = (
         "forward / dQ kernel: one program per query tile"
         if kernel == "forward"
         else "dK/dV kernel: one program per key tile"
     )
-    fig.suptitle(localize(title), fontsize=font, y=0.02, va="bottom")
+    text.add(width / 2, 0.02 * height, localize(title), font, va="bottom", role="title")  # suptitle(y=0.02)
+    text.draw(ax, transform=fig.dpi_scale_trans)
     return fig
 
 
