@@ -183,7 +183,7 @@ def _overflow_problem(answer: torch.Tensor, g: torch.Tensor) -> str | None:
     cum = g.cumsum(-2)  # (..., C, Dk)
     with torch.no_grad():
         factored = cum.exp()[..., :, None, :] * (-cum).exp()[..., None, :, :]  # (..., C, C, Dk)
-        if _close(answer[past], factored[past]):
+        if not bool(torch.isfinite(answer[past]).all()) and _close(answer[past], factored[past]):
             return FACTORED_OVERFLOW
         if _close(answer[past], pair_decay(g)[past]) and bool(answer[~past].isnan().any()):  # inf · 0 above
             return MASK_AFTER_EXP
