@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_gated_delta_chunk"]
 
@@ -53,54 +54,62 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 MISTAKES = (
-    (dict(gate=False), "alpha is missing: the state decays by alpha_t every token (the gate), S_t = alpha_t (...)."),
+    (dict(gate=False), _("alpha is missing: the state decays by alpha_t every token (the gate), S_t = alpha_t (...).")),
     (
         dict(erase=False),
-        "no erase term: that is gated linear attention. The delta rule first removes what k_t read: "
-        "(I - beta_t k_t k_t^T) S.",
+        _(
+            "no erase term: that is gated linear attention. The delta rule first removes what k_t read: "
+            "(I - beta_t k_t k_t^T) S."
+        ),
     ),
     (
         dict(keep_beta=False),
-        "the erase term needs beta too: (I - beta_t k_t k_t^T), so beta_t is how much of the old value is overwritten.",
+        _(
+            "the erase term needs beta too: (I - beta_t k_t k_t^T), so beta_t is how much of the old value is "
+            "overwritten."
+        ),
     ),
     (
         dict(gate_after=True),
-        "the gate also scaled the new write: alpha_t multiplies the old state only, then + beta_t k_t v_t^T.",
+        _("the gate also scaled the new write: alpha_t multiplies the old state only, then + beta_t k_t v_t^T."),
     ),
-    (dict(read_before=True), "o_t reads the state before token t's update: read S_t (after the write) with q_t."),
+    (dict(read_before=True), _("o_t reads the state before token t's update: read S_t (after the write) with q_t.")),
 )
 
 
-@never_raises("check_gated_delta_chunk")
+@never_raises(_("check_gated_delta_chunk"))
 def check_gated_delta_chunk(fn: Callable) -> bool:
     """``fn(state, q, k, v, alpha, beta) -> (out (C, d_v), new_state (d_k, d_v))``: one chunk of Gated DeltaNet."""
-    name = "check_gated_delta_chunk"
+    name = _("check_gated_delta_chunk")
     inputs = _case()
     result, problem = call_learner(fn, *(x.clone() for x in inputs))
     if problem:
         return feedback(name, problem)
     if not isinstance(result, tuple | list) or len(result) != 2:
-        return feedback(name, f"return a pair (out, new_state), got {type(result).__name__}.")
+        return feedback(name, _("return a pair (out, new_state), got {type}.").format(type=type(result).__name__))
     try:
         out, state = (
             torch.as_tensor(np.asarray(p.detach() if isinstance(p, torch.Tensor) else p, dtype=float)) for p in result
         )
     except (TypeError, ValueError):
-        return feedback(name, "return tensors: out (C, d_v) and new_state (d_k, d_v).")
+        return feedback(name, _("return tensors: out (C, d_v) and new_state (d_k, d_v)."))
     expected = _run(*inputs)
     if _close(out, expected[0]) and _close(state, expected[1]):
         return feedback(name, None)
     if _close(out, _run(torch.zeros_like(inputs[0]), *inputs[1:])[0]):
-        return feedback(name, "you started from a zero state: carry the state passed in from the previous chunk.")
+        return feedback(name, _("you started from a zero state: carry the state passed in from the previous chunk."))
     for options, message in MISTAKES:
         wrong = _run(*inputs, **options)
         if _close(out, wrong[0]):
             return feedback(name, message)
     if _close(out, expected[0]):
         return feedback(
-            name, "the outputs are right but the returned state is not S_C, the state after the last token."
+            name, _("the outputs are right but the returned state is not S_C, the state after the last token.")
         )
     return feedback(
         name,
-        "the outputs differ from o_t = S_t^T q_t with S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T.",
+        _(
+            "the outputs differ from o_t = S_t^T q_t with S_t = alpha_t (I - beta_t k_t k_t^T) S_{t-1} + "
+            "beta_t k_t v_t^T."
+        ),
     )

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_indexer_topk"]
 
@@ -41,29 +42,29 @@ def _diagnose(chosen: torch.Tensor, scores: torch.Tensor, k: int) -> str | None:
         return None
     if (chosen & ~visible).any():
         if torch.equal(chosen, _topk(scores, k, torch.ones_like(visible))):
-            return (
+            return _(
                 "you chose the top-k before masking: future keys were selected. Mask (set to -inf) first, then top-k."
             )
-        return "some selected keys are in the future of their query: apply the causal (bottom-right) mask first."
+        return _("some selected keys are in the future of their query: apply the causal (bottom-right) mask first.")
     top_left = torch.ones(q_len, k_len, dtype=torch.bool).tril()
     if q_len < k_len and torch.equal(chosen, _topk(scores, k, top_left)):
-        return "top-left alignment: the queries are the last Lq tokens, so query i sees keys 0..i + (Lk - Lq)."
+        return _("top-left alignment: the queries are the last Lq tokens, so query i sees keys 0..i + (Lk - Lq).")
     if torch.equal(chosen, _topk(-scores, k, visible)):
-        return "you kept the k *lowest* scores: topk(largest=True), or argsort descending."
+        return _("you kept the k *lowest* scores: topk(largest=True), or argsort descending.")
     if torch.equal(chosen, _topk(scores, k, visible & ~_diagonal(q_len, k_len))):
-        return "the diagonal is visible: a query may read its own token (key i + Lk - Lq)."
+        return _("the diagonal is visible: a query may read its own token (key i + Lk - Lq).")
     counts, want = chosen.sum(-1), expected.sum(-1)
     if (counts > want).any():
-        return f"a query reads {int(counts.max())} keys; it reads min(k, visible) = at most {k}."
+        return _("a query reads {got} keys; it reads min(k, visible) = at most {k}.").format(got=int(counts.max()), k=k)
     if (counts < want).any():
-        return "a query reads fewer than min(k, visible) keys: mask before the top-k, not after it."
-    return "the selected keys are not each query's highest-scoring visible keys."
+        return _("a query reads fewer than min(k, visible) keys: mask before the top-k, not after it.")
+    return _("the selected keys are not each query's highest-scoring visible keys.")
 
 
-@never_raises("check_indexer_topk")
+@never_raises(_("check_indexer_topk"))
 def check_indexer_topk(fn: Callable) -> bool:
     """``fn(index_scores (Lq, Lk), k) -> bool (Lq, Lk)``: each query's top-``min(k, visible)`` visible keys."""
-    name = "check_indexer_topk"
+    name = _("check_indexer_topk")
     g = torch.Generator().manual_seed(3)
     for q_len, k_len, k in ((6, 6, 3), (3, 7, 4), (5, 5, 8)):
         scores = torch.randn(q_len, k_len, generator=g, dtype=torch.float64)  # (Lq, Lk)
@@ -74,14 +75,16 @@ def check_indexer_topk(fn: Callable) -> bool:
             array = result.detach().cpu().numpy() if isinstance(result, torch.Tensor) else np.asarray(result)
             chosen = torch.as_tensor(array)
         except (TypeError, ValueError):
-            return feedback(name, f"return a boolean (Lq, Lk) mask, got {type(result).__name__}.")
+            return feedback(name, _("return a boolean (Lq, Lk) mask, got {type}.").format(type=type(result).__name__))
         if tuple(chosen.shape) == (q_len, min(k, k_len)) != (q_len, k_len):
-            return feedback(name, "you returned top-k indices: return a boolean (Lq, Lk) mask, True = the key is read.")
+            return feedback(
+                name, _("you returned top-k indices: return a boolean (Lq, Lk) mask, True = the key is read.")
+            )
         if tuple(chosen.shape) != (q_len, k_len):
-            return feedback(name, f"return a boolean mask of shape (Lq, Lk) = {(q_len, k_len)}.")
+            return feedback(name, _("return a boolean mask of shape (Lq, Lk) = {shape}.").format(shape=(q_len, k_len)))
         if chosen.dtype != torch.bool:
             if not bool(((chosen == 0) | (chosen == 1)).all()):
-                return feedback(name, "return a boolean mask (True = read), not scores or indices.")
+                return feedback(name, _("return a boolean mask (True = read), not scores or indices."))
             chosen = chosen != 0
         problem = _diagnose(chosen, scores, k)
         if problem:

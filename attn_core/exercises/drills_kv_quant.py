@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_kv_quantize"]
 
@@ -43,36 +44,66 @@ def _scale_problem(x: torch.Tensor, scale: torch.Tensor, which: str, per: str) -
     if scale.numel() == expected.numel() and scale.numel() != t * d:
         scale = scale.reshape(expected.shape)
     elif scale.numel() == 1:
-        return f"{which}: one scale for the whole tensor; quantise {which} per {per} (amax over dim {right_dim})."
+        message = (
+            _("{which}: one scale for the whole tensor; quantise {which} per channel (amax over dim {dim}).")
+            if per == "channel"
+            else _("{which}: one scale for the whole tensor; quantise {which} per token (amax over dim {dim}).")
+        )
+        return message.format(which=which, dim=right_dim)
     else:
         other = x.abs().amax(wrong_dim, keepdim=True) / 127
         if scale.numel() == other.numel():
-            axis = "token" if per == "channel" else "channel"
-            return (
-                f"{which} is quantised per {axis}; quantise it per {per}: one scale per "
-                f"{'feature (amax over tokens, dim 0)' if per == 'channel' else 'token (amax over features, dim 1)'}."
+            message = (
+                _(
+                    "{which} is quantised per token; quantise it per channel: one scale per feature (amax over "
+                    "tokens, dim 0)."
+                )
+                if per == "channel"
+                else _(
+                    "{which} is quantised per channel; quantise it per token: one scale per token (amax over "
+                    "features, dim 1)."
+                )
             )
-        return f"{which}'s scale has {scale.numel()} entries; per {per} it has {expected.numel()}."
+            return message.format(which=which)
+        message = (
+            _("{which}'s scale has {got} entries; per channel it has {want}.")
+            if per == "channel"
+            else _("{which}'s scale has {got} entries; per token it has {want}.")
+        )
+        return message.format(which=which, got=scale.numel(), want=expected.numel())
     ratio = scale / expected
     if torch.allclose(ratio, torch.full_like(ratio, 127 / 255)) or torch.allclose(
         ratio, torch.full_like(ratio, 127 / 128)
     ):
-        return f"{which}: symmetric int8 uses ±127: scale = max|x| / 127 (yours wastes or overflows the range)."
+        return _(
+            "{which}: symmetric int8 uses ±127: scale = max|x| / 127 (yours wastes or overflows the range)."
+        ).format(which=which)
     if torch.allclose(scale, 1 / expected):
-        return f"{which}: the scale is the step, x ≈ code · scale with scale = max|x| / 127, not 127 / max|x|."
+        return _(
+            "{which}: the scale is the step, x ≈ code · scale with scale = max|x| / 127, not 127 / max|x|."
+        ).format(which=which)
     if not torch.allclose(scale, expected, rtol=1e-6, atol=0):
-        return f"{which}: the scale should be max|x| / 127 per {per}."
+        message = (
+            _("{which}: the scale should be max|x| / 127 per channel.")
+            if per == "channel"
+            else _("{which}: the scale should be max|x| / 127 per token.")
+        )
+        return message.format(which=which)
     return None
 
 
 def _codes_problem(x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, which: str) -> str | None:
     if codes.is_floating_point() or codes.is_complex() or codes.dtype == torch.bool:
-        return f"{which}: return integer codes (torch.int8), not {codes.dtype}."
+        return _("{which}: return integer codes (torch.int8), not {dtype}.").format(which=which, dtype=codes.dtype)
     if tuple(codes.shape) != tuple(x.shape):
-        return f"{which}: the codes must have the shape of the input {tuple(x.shape)}."
+        return _("{which}: the codes must have the shape of the input {shape}.").format(
+            which=which, shape=tuple(x.shape)
+        )
     codes = codes.to(torch.int64)
     if codes.min() < -127 or codes.max() > 127:
-        return f"{which}: codes outside [-127, 127] ({int(codes.min())}..{int(codes.max())}): clamp after rounding."
+        return _("{which}: codes outside [-127, 127] ({low}..{high}): clamp after rounding.").format(
+            which=which, low=int(codes.min()), high=int(codes.max())
+        )
     scale = (
         scale.to(torch.float64).reshape(-1, 1)
         if scale.numel() == x.shape[0]
@@ -82,23 +113,30 @@ def _codes_problem(x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, wh
     if bool((error <= scale / 2 * (1 + 1e-9)).all()):
         return None
     if torch.equal(codes, torch.trunc(x / scale).to(torch.int64)):
-        return f"{which}: round, don't truncate: .to(torch.int8) truncates toward 0, an error up to a full step."
-    return f"{which}: the error exceeds half a step (scale / 2): codes = round(x / scale)."
+        return _(
+            "{which}: round, don't truncate: .to(torch.int8) truncates toward 0, an error up to a full step."
+        ).format(which=which)
+    return _("{which}: the error exceeds half a step (scale / 2): codes = round(x / scale).").format(which=which)
 
 
-@never_raises("check_kv_quantize")
+@never_raises(_("check_kv_quantize"))
 def check_kv_quantize(fn: Callable) -> bool:
     """``fn(k, v) -> (k_codes, k_scale, v_codes, v_scale)``: int8, K per channel, V per token, error <= scale / 2."""
-    name = "check_kv_quantize"
+    name = _("check_kv_quantize")
     k, v = _case()
     result, problem = call_learner(fn, k.clone(), v.clone())
     if problem:
         return feedback(name, problem)
     if not isinstance(result, tuple | list) or len(result) != 4:
-        return feedback(name, f"return four things (k_codes, k_scale, v_codes, v_scale), got {type(result).__name__}.")
+        return feedback(
+            name,
+            _("return four things (k_codes, k_scale, v_codes, v_scale), got {type}.").format(
+                type=type(result).__name__
+            ),
+        )
     parts = [_array(part) for part in result]
     if any(part is None for part in parts):
-        return feedback(name, "return tensors or arrays (k_codes, k_scale, v_codes, v_scale).")
+        return feedback(name, _("return tensors or arrays (k_codes, k_scale, v_codes, v_scale)."))
     k_codes, k_scale, v_codes, v_scale = parts
     for x, codes, scale, which, per in ((k, k_codes, k_scale, "K", "channel"), (v, v_codes, v_scale, "V", "token")):
         problem = _scale_problem(x, scale, which, per) or _codes_problem(x, codes, scale, which)

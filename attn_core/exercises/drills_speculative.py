@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_speculative_verify"]
 
@@ -47,33 +48,34 @@ def _max_error(got: torch.Tensor, expected: torch.Tensor, where: torch.Tensor) -
 def _accept_problem(accept: torch.Tensor, p: torch.Tensor, q: torch.Tensor, tol: float) -> str | None:
     proposed = q > 0  # accept(x) only matters where the draft can propose x
     if not torch.isfinite(accept[proposed]).all():
-        return "accept has NaN or inf where q(x) > 0: accept = min(1, p(x)/q(x)) is finite wherever q(x) > 0."
+        return _("accept has NaN or inf where q(x) > 0: accept = min(1, p(x)/q(x)) is finite wherever q(x) > 0.")
     expected = torch.clamp(p / q.clamp(min=1e-300), max=1.0)
     if _max_error(accept, expected, proposed) <= tol:
         return None
     if accept[proposed].max() > 1 + tol:
-        return (
-            f"accept(x) exceeds 1 (max {float(accept[proposed].max()):.3g}): it is a probability, "
-            "min(1, p(x)/q(x)), not the ratio p(x)/q(x)."
-        )
+        return _(
+            "accept(x) exceeds 1 (max {max}): it is a probability, min(1, p(x)/q(x)), not the ratio p(x)/q(x)."
+        ).format(max=f"{float(accept[proposed].max()):.3g}")
     both = proposed & (p > 0)
     if _max_error(accept, torch.clamp(q / p.clamp(min=1e-300), max=1.0), both) <= tol:
-        return (
+        return _(
             "accept is inverted: min(1, q(x)/p(x)) keeps the tokens the draft over-proposes. "
             "Keep x with probability min(1, p(x)/q(x))."
         )
     if _max_error(accept, p, proposed) <= tol:
-        return "accept is p(x) itself: the test compares target and draft, accept = min(1, p(x)/q(x))."
+        return _("accept is p(x) itself: the test compares target and draft, accept = min(1, p(x)/q(x)).")
     if _max_error(accept, torch.ones_like(p), proposed) <= tol:
-        return "accept is 1 everywhere: every drafted token is kept, so the output follows the draft q, not p."
-    return f"accept differs from min(1, p(x)/q(x)) by up to {_max_error(accept, expected, proposed):.3g}."
+        return _("accept is 1 everywhere: every drafted token is kept, so the output follows the draft q, not p.")
+    return _("accept differs from min(1, p(x)/q(x)) by up to {error}.").format(
+        error=f"{_max_error(accept, expected, proposed):.3g}"
+    )
 
 
 def _residual_problem(residual: torch.Tensor, p: torch.Tensor, q: torch.Tensor, tol: float) -> str | None:
     if not torch.isfinite(residual).all():
-        return "the residual has NaN or inf: normalise max(0, p - q) by its sum, which is > 0 whenever p ≠ q."
+        return _("the residual has NaN or inf: normalise max(0, p - q) by its sum, which is > 0 whenever p ≠ q.")
     if residual.min() < -tol:
-        return (
+        return _(
             "the residual has negative entries: it is a distribution. Clamp p - q at 0 before normalising: "
             "max(0, p - q) / sum(max(0, p - q))."
         )
@@ -87,32 +89,33 @@ def _residual_problem(residual: torch.Tensor, p: torch.Tensor, q: torch.Tensor, 
         return x / x.sum()
 
     if _max_error(residual, excess, everywhere) <= tol:
-        return f"the residual max(0, p - q) must be normalised to sum to 1 (yours sums to {float(residual.sum()):.3g})."
+        return _("the residual max(0, p - q) must be normalised to sum to 1 (yours sums to {total}).").format(
+            total=f"{float(residual.sum()):.3g}"
+        )
     if _max_error(residual, p, everywhere) <= tol:
-        return (
+        return _(
             "after a rejection you resample from p: tokens the draft already proposed get counted twice. "
             "Resample from max(0, p - q), normalised."
         )
     if _max_error(residual, q, everywhere) <= tol:
-        return "after a rejection you resample from the draft q: resample from max(0, p - q), normalised."
+        return _("after a rejection you resample from the draft q: resample from max(0, p - q), normalised.")
     if _max_error(residual, normalised((q - p).clamp(min=0)), everywhere) <= tol:
-        return (
+        return _(
             "the residual is flipped: max(0, q - p) favours the tokens the draft over-proposes; "
             "use max(0, p - q), normalised."
         )
     if _max_error(residual, normalised((p - q).abs()), everywhere) <= tol:
-        return "|p - q| also puts mass where q > p: the residual is max(0, p - q) (clamped at 0), normalised."
-    return (
-        "the residual differs from max(0, p - q) / sum(max(0, p - q)) by up to "
-        f"{_max_error(residual, expected, everywhere):.3g}."
+        return _("|p - q| also puts mass where q > p: the residual is max(0, p - q) (clamped at 0), normalised.")
+    return _("the residual differs from max(0, p - q) / sum(max(0, p - q)) by up to {error}.").format(
+        error=f"{_max_error(residual, expected, everywhere):.3g}"
     )
 
 
-@never_raises("check_speculative_verify")
+@never_raises(_("check_speculative_verify"))
 def check_speculative_verify(fn: Callable) -> bool:
     """``fn(p, q) -> (accept, residual)``, both ``(V,)``: ``accept = min(1, p/q)`` and
     ``residual = max(0, p - q)`` normalised; together they emit exactly the target's distribution ``p``."""
-    name = "check_speculative_verify"
+    name = _("check_speculative_verify")
     for p_values, q_values in _CASES:
         p, q = torch.tensor(p_values, dtype=torch.float64), torch.tensor(q_values, dtype=torch.float64)
         vocab, tol = len(p_values), _tolerance(len(p_values))
@@ -120,10 +123,12 @@ def check_speculative_verify(fn: Callable) -> bool:
         if problem:
             return feedback(name, problem)
         if not isinstance(result, tuple | list) or len(result) != 2:
-            return feedback(name, f"return a pair (accept, residual), got {type(result).__name__}.")
+            return feedback(name, _("return a pair (accept, residual), got {type}.").format(type=type(result).__name__))
         accept, residual = (_as_vector(part, vocab) for part in result)
         if accept is None or residual is None:
-            return feedback(name, f"accept and residual must each be a vector of shape ({vocab},) like p.")
+            return feedback(
+                name, _("accept and residual must each be a vector of shape ({vocab},) like p.").format(vocab=vocab)
+            )
         problem = _accept_problem(accept, p, q, tol) or _residual_problem(residual, p, q, tol)
         if problem:
             return feedback(name, problem)
@@ -131,6 +136,9 @@ def check_speculative_verify(fn: Callable) -> bool:
         emitted = kept + (1 - kept.sum()) * residual  # (V,): the exact distribution of the emitted token
         if (emitted - p).abs().max() > 2 * tol:
             return feedback(
-                name, f"the emitted token is not distributed as p (off by {float((emitted - p).abs().max()):.3g})."
+                name,
+                _("the emitted token is not distributed as p (off by {error}).").format(
+                    error=f"{float((emitted - p).abs().max()):.3g}"
+                ),
             )
     return feedback(name, None)
