@@ -49,7 +49,7 @@ TEMPLATES = SLIDES / "templates"
 TEMPLATE = "offline_reveal"
 DEFAULT_OUT = SLIDES / "build"
 THEME = "white"
-OUTPUT_ONLY_TAG = "slides-output-only"  # cell tag: on a slide, the output without its (long) code
+OUTPUT_ONLY_TAG = "slides-output-only"  # cell tag: on a slide, the output under the code's leading comment, no code
 SLIDE_SIZE = (1280, 720)  # px, the size reveal.js lays a slide out at before scaling it to the window
 
 # What each deck loads, relative to <out>/vendor/<package>/ and to node_modules/<package>/.
@@ -187,6 +187,39 @@ def embed_local_images(html: str, base: Path) -> str:
     return IMG_SRC.sub(inline, html)
 
 
+def leading_comment(source: str) -> str:
+    """The comment lines a code cell starts with (its one-line summary), without tool directives; '' if none."""
+    lines = []
+    for line in source.splitlines():
+        if not line.startswith("#"):
+            break
+        if not re.match(r"#\s*(fmt|noqa|type|ruff|pragma)\b", line):
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def output_only(cell) -> None:
+    """A cell tagged ``slides-output-only`` shows its output on a slide, under its one-line summary.
+
+    The summary is the cell's leading ``# ...`` comment (the Chinese edition translates it with the other comments):
+    the slide says what the hidden code does instead of showing it. Without one the code is left out entirely.
+    """
+    if cell.cell_type != "code" or OUTPUT_ONLY_TAG not in cell.get("metadata", {}).get("tags", []):
+        return
+    summary = leading_comment(cell.source)
+    if summary:
+        cell.source = summary
+    else:
+        cell.metadata["transient"] = {"remove_source": True}  # as nbconvert's TagRemovePreprocessor hides an input
+
+
+def output_only_cells(nb, resources):
+    """nbconvert preprocessor (a plain callable): ``output_only`` on every cell."""
+    for cell in nb.cells:
+        output_only(cell)
+    return nb, resources
+
+
 def exporter(language: str = "en"):
     """A SlidesExporter configured for offline decks (same options as the nbconvert CLI flags)."""
     from nbconvert.exporters import SlidesExporter
@@ -200,17 +233,17 @@ def exporter(language: str = "en"):
     # (templates/offline_reveal) wraps code and bounds figures to it: tests/test_slides_fit.py measures every slide
     config.SlidesExporter.reveal_width = str(SLIDE_SIZE[0])
     config.SlidesExporter.reveal_height = str(SLIDE_SIZE[1])
-    # a long code cell whose output is the point (a figure, a printed table) shows only its output on a slide:
-    # the notebook tags it (cell metadata only; JupyterLab, nbval and the book ignore the tag)
-    config.TagRemovePreprocessor.enabled = True
-    config.TagRemovePreprocessor.remove_input_tags = {OUTPUT_ONLY_TAG}
     config.HTMLExporter.require_js_url = URLS["require_js_url"]
     config.HTMLExporter.jquery_url = URLS["jquery_url"]
     config.HTMLExporter.mathjax_url = URLS["mathjax_url"]
     config.TemplateExporter.extra_template_basedirs = [str(TEMPLATES)]
     config.TemplateExporter.template_name = TEMPLATE
     config.HTMLExporter.language_code = language  # <html lang>; the template's explorer note follows it
-    return SlidesExporter(config=config)
+    slides_exporter = SlidesExporter(config=config)
+    # a long code cell whose output is the point (a figure, a printed table) shows its output under a one-line summary:
+    # the notebook tags it (cell metadata only; JupyterLab, nbval and the book ignore the tag)
+    slides_exporter.register_preprocessor(output_only_cells, enabled=True)
+    return slides_exporter
 
 
 def build_deck(notebook: Path, out: Path, slides_exporter=None) -> Path:

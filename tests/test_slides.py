@@ -200,3 +200,24 @@ def test_zh_deck_opens_offline_in_chromium(zh_deck: Path, browser) -> None:
     finally:
         context.close()
     assert not errors and not blocked, (errors, blocked)
+
+
+def test_output_only_cell_shows_its_one_line_summary_not_its_code() -> None:
+    """A cell tagged ``slides-output-only`` shows its leading comment and its output; its code stays in the notebook."""
+    import nbformat
+
+    tags = {"tags": [build.OUTPUT_ONLY_TAG]}
+    summarised = nbformat.v4.new_code_cell(
+        "# what the hidden code computes\n# fmt: skip\nhidden_total = 40 + 2\n", metadata=tags
+    )
+    bare = nbformat.v4.new_code_cell("bare_total = 6 * 7\n", metadata=tags)
+    shown = nbformat.v4.new_code_cell("# a plain cell\nshown_total = 1 + 1\n")
+    for cell in (summarised, bare, shown):
+        cell.outputs = [nbformat.v4.new_output("stream", text="the output 42\n")]
+    notebook = nbformat.v4.new_notebook(cells=[summarised, bare, shown])
+    html, _ = build.exporter().from_notebook_node(notebook)
+    assert "what the hidden code computes" in html
+    assert "hidden_total" not in html and "fmt: skip" not in html
+    assert "bare_total" not in html
+    assert "shown_total" in html and "a plain cell" in html
+    assert html.count("the output 42") == 3

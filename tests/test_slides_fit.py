@@ -1,9 +1,9 @@
 """The lecture decks fit a projector: at 1280×720 no slide is cut off at the right and only a listed few scroll.
 
-Each deck of the curated lectures (01–05, 06b, 09b, English and Chinese) is built with slides/build.py and opened
-in headless Chromium at 1280×720 with every non-file request aborted. Every slide (``Reveal.getSlides()``) is shown
-in turn, all its fragments revealed, and measured in layout pixels (reveal.js scales the whole slide with one
-transform, so layout sizes compare directly with the configured slide size):
+Each deck of the curated lectures (01–05, 06b, 09b, 12c, 12d, English and Chinese) is built with slides/build.py
+and opened in headless Chromium at 1280×720 with every non-file request aborted. Every slide
+(``Reveal.getSlides()``) is shown in turn, all its fragments revealed, and measured in layout pixels (reveal.js
+scales the whole slide with one transform, so layout sizes compare directly with the configured slide size):
 
 - **too wide**: the slide's content is wider than the slide, or an element that clips or scrolls horizontally (a
   code block, an output ``<pre>``, a table) holds more than it shows: code cut off at the right;
@@ -16,6 +16,7 @@ Run as a script to print the numbers of any decks: ``python tests/test_slides_fi
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -28,7 +29,7 @@ VIEWPORT = {"width": 1280, "height": 720}
 LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
 REVEAL = "require('vendor/reveal.js/dist/reveal.js')"
 
-# The decks curated as lectures (issue #36 §2). 12c and 12d are curated separately and join this list then.
+# The decks curated as lectures (issue #36 §2).
 LECTURES = [
     "01_scaled_dot_product_attention",
     "02_multi_head_attention",
@@ -37,6 +38,8 @@ LECTURES = [
     "05_masks_and_dropout",
     "06b_long_context_rope_scaling",
     "09b_sparse_attention_deepseek",
+    "12c_attention_sinks_and_gates",
+    "12d_linear_attention_gated_deltanet",
 ]
 
 # notebook -> {"h/v" (reveal.js slide indices, the same in both languages): why that slide may scroll}. Every other
@@ -59,6 +62,12 @@ ALLOWED_TO_SCROLL: dict[str, dict[str, str]] = {
         "8/0": "the band explorer's stored fallback figure and its one-line caption under the section text, 28 px over",
     },
 }
+
+# A code cell longer than this shown on a slide is a wall of code: make it `skip`, or tag it slides-output-only
+# (the slide then shows its output under its leading one-line comment).
+LONG_CODE_LINES = 15
+# The decks whose every slides-output-only cell starts with that one-line summary (the others show the output alone).
+SUMMARISED = ["12c_attention_sinks_and_gates", "12d_linear_attention_gated_deltanet"]
 
 # One pass over every slide; returns a list of {index, title, width, height, scroll_height, cut: [...]}.
 MEASURE_JS = """([width, height]) => {
@@ -169,6 +178,36 @@ def test_deck_fits_1280x720(decks: Path, browser, stem: str) -> None:
     assert not tall, f"{stem}: slides taller than 720 px:\n" + "\n".join(
         f"slide {s['h']}/{s['v']} {s['title']!r}: {s['scroll_height']} px" for s in tall
     )
+
+
+def code_cells_on_slides(stem: str) -> list[tuple[int, list[str], str]]:
+    """(index, tags, source) of every code cell of ``stem`` that a deck shows (not ``skip``)."""
+    notebook = json.loads((REPO / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    return [
+        (index, cell["metadata"].get("tags", []), "".join(cell["source"]))
+        for index, cell in enumerate(notebook["cells"])
+        if cell["cell_type"] == "code" and cell["metadata"].get("slideshow", {}).get("slide_type") != "skip"
+    ]
+
+
+@pytest.mark.parametrize("stem", LECTURES)
+def test_no_long_code_on_a_slide(stem: str) -> None:
+    long = [
+        f"cell {index}: {len(source.splitlines())} lines"
+        for index, tags, source in code_cells_on_slides(stem)
+        if build.OUTPUT_ONLY_TAG not in tags and len(source.splitlines()) > LONG_CODE_LINES
+    ]
+    assert not long, f"{stem}: code longer than {LONG_CODE_LINES} lines on a slide (skip it or tag it): {long}"
+
+
+@pytest.mark.parametrize("stem", SUMMARISED)
+def test_output_only_cells_say_what_their_code_does(stem: str) -> None:
+    bare = [
+        f"cell {index}"
+        for index, tags, source in code_cells_on_slides(stem)
+        if build.OUTPUT_ONLY_TAG in tags and not build.leading_comment(source)
+    ]
+    assert not bare, f"{stem}: slides-output-only cells without a leading one-line comment: {bare}"
 
 
 def main(argv: list[str]) -> int:
