@@ -20,10 +20,13 @@ import io
 import json
 import os
 import random
+import re
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bank.py and mock_problems.py sit next to this file
 
@@ -66,8 +69,16 @@ _TEXT = {
 
 @functools.cache
 def _cards() -> dict[str, dict]:
-    """The bank's cards by id, loaded once (parsing and checking the bank takes about a second)."""
-    return {card["id"]: card for card in interview_bank.load()["cards"]}
+    """The bank's cards by id, loaded once, with libyaml where it is built in (pure-Python parsing takes seconds;
+    the bank's rules are tests/test_interview_bank.py's job, not the notebook's)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    bank = yaml.load(interview_bank.BANK.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 (a safe loader)
+    return {card["id"]: card for card in bank["cards"]}
+
+
+def _plain(text: str) -> str:
+    """A bank question without its inline HTML (a few questions are bold or hold <code>)."""
+    return re.sub(r"</?(?:b|i|em|strong|code)>", "", text)
 
 
 def _t(key: str, **fields) -> str:
@@ -168,10 +179,11 @@ class Mock:
         zh = i18n.get_language() == "zh"
         lines = [_t("title", seed=self.seed, minutes=self.minutes), "", _t("handwrite", n=len(self.problems))]
         for number, problem in enumerate(self.problems, 1):
-            lines.append(f"  {number}. {problem.name} [{problem.minutes} min] {problem.zh if zh else problem.en}")
+            minutes = f"{problem.minutes} 分钟" if zh else f"{problem.minutes} min"
+            lines.append(f"  {number}. {problem.name} [{minutes}] {problem.zh if zh else problem.en}")
         lines += ["", _t("questions", n=len(self.questions))]
         for number, card in enumerate(self.questions, 1):
-            lines.append(f"  {number}. {interview_bank.stars(card)} {card['zh' if zh else 'en']['q']}")
+            lines.append(f"  {number}. {interview_bank.stars(card)} {_plain(card['zh' if zh else 'en']['q'])}")
         return "\n".join(lines)
 
     def reset(self, *, insert_cell: bool = True) -> str:
@@ -245,7 +257,7 @@ class Mock:
             side = card["zh" if zh else "en"]
             where = _t("teaches", notebook=card["teaches"]["notebook"], section=card["teaches"]["section"])
             lines += [
-                f"  {number}. {side['q']}",
+                f"  {number}. {_plain(side['q'])}",
                 *(f"     {line}" for line in side["a"].splitlines()),
                 f"     ({where})",
             ]

@@ -264,7 +264,8 @@ PAGED_WRONG = {
     "LIFO free queue": (_wrong(take=_take_back), "from the front"),
     "partial allocation before refusing": (_wrong(append=_append_partial), "took some before refusing"),
     "never refuses": (_wrong(append=_append_silent), "must raise"),
-    "missing ref_count": (type("NoCounts", (), {"__init__": lambda self, n, b: None}), "needs the methods"),
+    "missing ref_count": (_wrong(ref_count=None), "needs the methods ref_count"),
+    "empty class": (type("Empty", (), {"__init__": lambda self, n, b: None}), "not attempted yet"),
     "stub": (lambda n, b: None, None),
 }
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from attn_core.exercises import as_int, as_int_list, call_learner, feedback, never_raises
+from attn_core.exercises import NOT_DONE, as_int, as_int_list, call_learner, feedback, never_raises
 
 __all__ = ["check_paged_allocator", "ReferenceAllocator", "SCRIPT"]
 
@@ -250,6 +250,8 @@ def check_paged_allocator(cls: Callable) -> bool:
     missing = [
         m for m in ("append", "fork", "free", "block_table", "ref_count") if not callable(getattr(allocator, m, None))
     ]
+    if len(missing) == 5:  # the blank stub: an empty class
+        return feedback(name, NOT_DONE)
     if missing:
         return feedback(name, f"the class needs the methods {', '.join(missing)} (see the exercise).")
     got = _trace(allocator)
