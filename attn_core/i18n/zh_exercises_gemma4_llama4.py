@@ -171,6 +171,7 @@ CATALOG = [
             "key position": "键位置",
             "position": "位置",
             "query factor": "查询系数",
+            "floor_scale 8192, attn_scale 0.1 (released)": "floor_scale 8192，attn_scale 0.1（发布版）",
             "no effect here: a boolean mask is already 0 or 1": "此处无效：布尔掩码本来就是 0 或 1",
             "NoPE query temperature 1 + attn_scale · log(1 + floor((pos + 1) / floor_scale))": (
                 "NoPE 查询温度 1 + attn_scale · log(1 + floor((pos + 1) / floor_scale))"

@@ -122,8 +122,8 @@ def chunked_explorer(**fixed) -> ChunkedMaskExplorer:
     return explorer
 
 
-def plot_nope_temperature(positions, factors: dict[str, torch.Tensor], *, floor_scale: float) -> Figure:
-    """Llama 4's NoPE query factor over position, one line per setting; grey lines at multiples of floor_scale."""
+def plot_nope_temperature(positions, factors: dict[str, torch.Tensor]) -> Figure:
+    """Llama 4's NoPE query factor over position, one step line per setting."""
     figure = Figure(figsize=(6.4, 3.0), dpi=DPI, layout="constrained")
     ax = figure.subplots()
     for label, values in factors.items():
