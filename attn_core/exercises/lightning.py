@@ -6,6 +6,8 @@ named: the slopes' exponent starting at 0, ``2 ** 8 / n`` for ``2 ** (8 / n)``, 
 without its 1e-5 guards; in a block, the mask missing, the decay's sign, a softmax or a 1/√d that lightning attention
 does not have, the diagonal decayed, the heads paired with the wrong slopes; in the state update, the carried state
 not decayed by the whole block, the keys' decay counted from the wrong end or off by one. A check never raises.
+
+One piece: the three graders of one notebook, each with the catalogue of mistakes it names.
 """
 
 from __future__ import annotations
