@@ -228,8 +228,10 @@ def sync(path: Path) -> int:
     for card in fresh:
         card["stars"] = old.get(card["id"], card)["stars"]
         card["stars_from"] = old.get(card["id"], {}).get("stars_from", ["editor-estimate"])
-        order = ["id", "origin", "topic", "stars", "stars_from", "en", "zh", "teaches", "proof"]
-        card_sorted = {k: card[k] for k in order}
+        if old.get(card["id"], {}).get("companies"):  # company tags stay with their question, as its stars do
+            card["companies"] = old[card["id"]]["companies"]
+        order = ["id", "origin", "topic", "stars", "stars_from", "companies", "en", "zh", "teaches", "proof"]
+        card_sorted = {k: card[k] for k in order if k in card}
         card.clear()
         card.update(card_sorted)
     kept = [c for c in bank["cards"] if "proof" not in c]
