@@ -1,13 +1,19 @@
-"""Browser latency of the later notebooks' explorers (issue #33's explorer speed), without running their notebooks.
+"""Browser latency of the explorers that test_lab_widgets.py does not open (issue #33's explorer speed).
 
-One scratch notebook creates 06b's band explorer, 09b's mask explorer, 12b's schedule explorer, 12d's chunk
-explorer and 11's sampling explorer (on random logits: its cost is the vocabulary's size, not the model) directly;
-the test moves one slider or dropdown on each, waits (bounded) for the redrawn image to settle and records the
-latency from the input event to the settled image in the session's latency report (``ATTN_E2E_REPORT``).
-11b's decoder view needs Gemma's weights and 12c's sink explorer lives in its notebook: not here.
+One scratch notebook creates 06b's band explorer, 08's tile explorer, 09b's mask explorer, 12b's schedule explorer,
+12d's chunk explorer and 11's sampling explorer (on random logits: its cost is the vocabulary's size, not the model)
+directly, and 12c's sink explorer, 13's streaming-mask explorer and 13b's memory-budget explorer from their
+notebooks' own cells (they are defined there), without running the rest of those notebooks. The test moves one
+slider or dropdown on each, waits (bounded) for the redrawn image to settle and records the latency from the input
+event to the settled image in the session's latency report (``ATTN_E2E_REPORT``).
+Not here: 10's head view (MiniLM's weights) and 11b's decoder view (Gemma's) need pretrained models; 01-06, 09,
+11b and 12 are timed by test_lab_widgets.py in their own notebooks.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 from test_lab_widgets import (
@@ -23,9 +29,22 @@ from test_lab_widgets import (
     write_notebook,
 )
 
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def notebook_cell(notebook: str, variable: str) -> str:
+    """The one code cell of ``notebook`` that creates ``variable`` (an explorer defined in the notebook)."""
+    cells = json.loads((NOTEBOOKS / notebook).read_text(encoding="utf-8"))["cells"]
+    (source,) = [
+        "".join(c["source"]) for c in cells if c["cell_type"] == "code" and f"\n{variable} = " in "".join(c["source"])
+    ]
+    return source
+
+
 # (explorer CSS name, the cell that shows it, the control to move: ("slider"|"dropdown", label, option))
 EXPLORERS = [
     ("rope_bands", "rope_scaling.band_explorer()", ("dropdown", "head_dim", "128")),
+    ("tiles", "tiles.tiles_explorer()", ("slider", "step", None)),
     ("sparse_masks", "sparse.sparse_mask_explorer()", ("slider", "tokens", None)),
     ("kernel_schedule", "kernel_schedule.schedule_explorer()", ("slider", "program", None)),
     ("chunks", "linear_attention.chunk_explorer()", ("slider", "chunk size", None)),
@@ -34,10 +53,19 @@ EXPLORERS = [
         "sampling.sampling_explorer(torch.randn(32_000, generator=g) * 3)",
         ("slider", "top-k (0: off)", None),
     ),
+    ("sinks", notebook_cell("12c_attention_sinks_and_gates.ipynb", "sink_explorer"), ("slider", "sink logit", None)),
+    ("streaming", notebook_cell("13_serving_caches.ipynb", "streaming_explorer"), ("slider", "window", None)),
+    ("memory_budget", notebook_cell("13b_serving_engine.ipynb", "memory_explorer"), ("slider", "tokens", None)),
 ]
 SETUP = (
+    "import math\n"
     "import torch\n"
-    "from attn_core.viz import kernel_schedule, linear_attention, rope_scaling, sampling, sparse\n"
+    "import torch.nn.functional as F\n"
+    "from matplotlib.figure import Figure\n"
+    "import attn_core as ac\n"
+    "from attn_core.i18n import localize\n"
+    "from attn_core.viz import kernel_schedule, linear_attention, rope_scaling, sampling, sparse, tiles, widgets\n"
+    "F64 = torch.float64  # what 12c's cell uses from the notebook's setup\n"
     "g = torch.Generator().manual_seed(0)"
 )
 REDRAW_TIMEOUT_S = 20  # one redraw is ~50 ms of Python; generous for a shared 2-core machine, still bounded
