@@ -7,6 +7,10 @@ One command (from the repository root)::
     python slides/build.py --out /tmp/decks ...  # another output folder
     python slides/build.py --zh                 # every Chinese notebook, notebooks/zh/NN_*.ipynb -> NN_*.zh.slides.html
 
+How a notebook is marked up as a lecture (slide types, ``slides-output-only``, speaker notes, the fit test):
+CONTRIBUTING.md, section "Slides". A cell tagged ``slides-output-only`` shows its output under its leading
+``# ...`` comment, its one-line summary, and not its code (``output_only``).
+
 Why this is more than ``jupyter nbconvert --to slides``: the stock decks load reveal.js,
 require.js, jQuery and MathJax from CDNs and never start without network. Here the four
 libraries come from npm, pinned exactly in ``slides/package.json`` / ``package-lock.json``
