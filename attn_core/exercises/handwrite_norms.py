@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_safe_softmax", "check_rms_norm"]
 
@@ -42,9 +43,13 @@ def _close(result, expected) -> bool:
 
 def _shape_problem(result, expected, what: str) -> str | None:
     if not isinstance(result, torch.Tensor):
-        return f"return {what} as a tensor of shape {tuple(expected.shape)}, got {type(result).__name__}."
+        return _("return {what} as a tensor of shape {shape}, got {type}.").format(
+            what=what, shape=tuple(expected.shape), type=type(result).__name__
+        )
     if result.shape != expected.shape:
-        return f"{what} must keep the input's shape {tuple(expected.shape)}, got {tuple(result.shape)}."
+        return _("{what} must keep the input's shape {shape}, got {got}.").format(
+            what=what, shape=tuple(expected.shape), got=tuple(result.shape)
+        )
     return None
 
 
@@ -69,27 +74,39 @@ def _far_apart_rows() -> torch.Tensor:
     return rows
 
 
-@never_raises("check_safe_softmax")
+@never_raises(_("check_safe_softmax"))
 def check_safe_softmax(fn: Callable) -> bool:
     """``fn(scores, dim=-1) -> weights``: softmax along ``dim`` from ``exp`` and ``sum``, safe for large scores."""
-    name = "check_safe_softmax"
+    name = _("check_safe_softmax")
     for scores, dim in _softmax_cases():
         expected = torch.softmax(scores, dim=dim)
         result, problem = call_learner(fn, scores.clone(), dim=dim)
         if problem:
             return feedback(name, problem)
-        problem = _shape_problem(result, expected, "the weights")
+        problem = _shape_problem(result, expected, _("the weights"))
         if problem:
             return feedback(name, problem)
         if _close(result, expected):
             continue
         if dim != -1 and _close(result, torch.softmax(scores, dim=-1)):
-            return feedback(name, f"you ignored `dim`: with dim={dim} the weights must sum to 1 along dim {dim}.")
+            return feedback(
+                name,
+                _("you ignored `dim`: with dim={dim} the weights must sum to 1 along dim {again}.").format(
+                    dim=dim, again=dim
+                ),
+            )
         sums = result.to(_F64).sum(dim=dim)
         if not torch.allclose(sums, torch.ones_like(sums), atol=1e-6):
-            return feedback(name, f"the weights do not sum to 1 along dim={dim}: normalise over that dimension.")
+            return feedback(
+                name, _("the weights do not sum to 1 along dim={dim}: normalise over that dimension.").format(dim=dim)
+            )
         error = (result.to(_F64) - expected).abs().max().item()
-        return feedback(name, f"the weights differ from torch.softmax by up to {error:.2e} (dim={dim}).")
+        return feedback(
+            name,
+            _("the weights differ from torch.softmax by up to {error} (dim={dim}).").format(
+                error=f"{error:.2e}", dim=dim
+            ),
+        )
     large = _large_scores()
     result, problem = call_learner(fn, large.clone(), dim=-1)
     if problem:
@@ -97,12 +114,19 @@ def check_safe_softmax(fn: Callable) -> bool:
     if not bool(torch.isfinite(result).all()):
         return feedback(
             name,
-            "NaN or inf for scores near 1000: exp overflowed. Subtract each row's max before exp "
-            "(softmax(s) = softmax(s - max(s)), and exp(s - max) <= 1).",
+            _(
+                "NaN or inf for scores near 1000: exp overflowed. Subtract each row's max before exp "
+                "(softmax(s) = softmax(s - max(s)), and exp(s - max) <= 1)."
+            ),
         )
     if not _close(result, torch.softmax(large, dim=-1)):
         error = (result.to(_F64) - torch.softmax(large, dim=-1)).abs().max().item()
-        return feedback(name, f"for scores near 1000 the weights differ from torch.softmax by up to {error:.2e}.")
+        return feedback(
+            name,
+            _("for scores near 1000 the weights differ from torch.softmax by up to {error}.").format(
+                error=f"{error:.2e}"
+            ),
+        )
     apart = _far_apart_rows()
     result, problem = call_learner(fn, apart.clone(), dim=-1)
     if problem:
@@ -110,8 +134,10 @@ def check_safe_softmax(fn: Callable) -> bool:
     if not _close(result, torch.softmax(apart, dim=-1)):
         return feedback(
             name,
-            "a row 1000 below another one gives NaN or wrong weights: subtract the max of each row "
-            "(amax(dim, keepdim=True)), not the max of the whole tensor, whose exp underflows to 0/0 there.",
+            _(
+                "a row 1000 below another one gives NaN or wrong weights: subtract the max of each row "
+                "(amax(dim, keepdim=True)), not the max of the whole tensor, whose exp underflows to 0/0 there."
+            ),
         )
     return feedback(name, None)
 
@@ -135,20 +161,22 @@ def _rms_variants(x: torch.Tensor, weight: torch.Tensor, eps: float) -> dict[str
 
 
 _RMS_MISTAKES = {
-    "layer norm": "you subtracted the mean: that is LayerNorm. RMSNorm only divides by sqrt(mean(x²) + eps).",
-    "sum": "you used the sum of x², not its mean: the result is √d times too small.",
-    "eps outside": "eps goes inside the square root: x / sqrt(mean(x²) + eps), not x / (sqrt(mean(x²)) + eps).",
-    "no eps": "add eps inside the square root: without it a quiet token is over-amplified and a zero one gives 0/0.",
-    "no weight": "multiply by `weight`, the learned per-feature scale.",
-    "one plus weight": "you multiplied by (1 + weight): that is Gemma's RMSNorm; the usual one multiplies by weight.",
-    "wrong dim": "take the mean over the last dimension (the features of each token), not over the batch.",
+    "layer norm": _("you subtracted the mean: that is LayerNorm. RMSNorm only divides by sqrt(mean(x²) + eps)."),
+    "sum": _("you used the sum of x², not its mean: the result is √d times too small."),
+    "eps outside": _("eps goes inside the square root: x / sqrt(mean(x²) + eps), not x / (sqrt(mean(x²)) + eps)."),
+    "no eps": _("add eps inside the square root: without it a quiet token is over-amplified and a zero one gives 0/0."),
+    "no weight": _("multiply by `weight`, the learned per-feature scale."),
+    "one plus weight": _(
+        "you multiplied by (1 + weight): that is Gemma's RMSNorm; the usual one multiplies by weight."
+    ),
+    "wrong dim": _("take the mean over the last dimension (the features of each token), not over the batch."),
 }
 
 
-@never_raises("check_rms_norm")
+@never_raises(_("check_rms_norm"))
 def check_rms_norm(fn: Callable) -> bool:
     """``fn(x, weight, eps=1e-6) -> x / sqrt(mean(x², dim=-1, keepdim=True) + eps) * weight``."""
-    name = "check_rms_norm"
+    name = _("check_rms_norm")
     generator = torch.Generator().manual_seed(3)
     eps = 1e-6
     x = torch.randn(2, 3, 8, generator=generator, dtype=_F64)  # (B, L, d)
@@ -158,7 +186,7 @@ def check_rms_norm(fn: Callable) -> bool:
     result, problem = call_learner(fn, x.clone(), weight.clone(), eps=eps)
     if problem:
         return feedback(name, problem)
-    problem = _shape_problem(result, expected, "the normalised x")
+    problem = _shape_problem(result, expected, _("the normalised x"))
     if problem:
         return feedback(name, problem)
     if not _close(result, expected):
@@ -166,11 +194,14 @@ def check_rms_norm(fn: Callable) -> bool:
             if _close(result, wrong):
                 return feedback(name, _RMS_MISTAKES[mistake])
         error = (result.to(_F64) - expected).abs().max().item()
-        return feedback(name, f"the result differs from torch.nn.functional.rms_norm by up to {error:.2e}.")
+        return feedback(
+            name,
+            _("the result differs from torch.nn.functional.rms_norm by up to {error}.").format(error=f"{error:.2e}"),
+        )
     zeros = torch.zeros(1, 8, dtype=_F64)  # (1, d): an all-zero token (padding)
     result, problem = call_learner(fn, zeros.clone(), weight.clone(), eps=eps)
     if problem:
         return feedback(name, problem)
     if not _close(result, torch.zeros(1, 8, dtype=_F64)):
-        return feedback(name, "an all-zero row gives NaN: add eps inside the square root (0 / sqrt(0 + eps) = 0).")
+        return feedback(name, _("an all-zero row gives NaN: add eps inside the square root (0 / sqrt(0 + eps) = 0)."))
     return feedback(name, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attn_core.exercises import as_int, call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_admission", "admitted"]
 
@@ -72,43 +73,57 @@ _CASES = [
 _MISTAKES = [
     (
         "fcfs",
-        "you skipped a request that does not fit and admitted a later one: admission is first come, first "
-        "served and stops at the first request that does not fit (otherwise a long request starves behind "
-        "a stream of short ones).",
+        _(
+            "you skipped a request that does not fit and admitted a later one: admission is first come, first "
+            "served and stops at the first request that does not fit (otherwise a long request starves behind "
+            "a stream of short ones)."
+        ),
     ),
     (
         "prompt",
-        "you reserved blocks for the whole prompt: a request needs free blocks only for its first chunk, the "
-        "tokens it computes in this step; later chunks take their blocks when they run.",
+        _(
+            "you reserved blocks for the whole prompt: a request needs free blocks only for its first chunk, the "
+            "tokens it computes in this step; later chunks take their blocks when they run."
+        ),
     ),
     (
         "answer",
-        "you reserved blocks for the answer too (max_new_tokens): nothing is reserved ahead; a decode takes a "
-        "block when it needs one, and preemption handles running out.",
+        _(
+            "you reserved blocks for the answer too (max_new_tokens): nothing is reserved ahead; a decode takes a "
+            "block when it needs one, and preemption handles running out."
+        ),
     ),
     (
         "no hits",
-        "you ignored the prefix-cache hits: cached leading blocks are shared, not computed again, so they need "
-        "neither budget nor new blocks.",
+        _(
+            "you ignored the prefix-cache hits: cached leading blocks are shared, not computed again, so they need "
+            "neither budget nor new blocks."
+        ),
     ),
     (
         "last token",
-        "you counted the prompt's last token as a hit: its logits are needed, so at most "
-        "(prompt_tokens - 1) // block_size blocks are hits and the last token is computed.",
+        _(
+            "you counted the prompt's last token as a hit: its logits are needed, so at most "
+            "(prompt_tokens - 1) // block_size blocks are hits and the last token is computed."
+        ),
     ),
     (
         "seats",
-        "you admitted more requests than there are seats: running plus admitted stays <= max_num_seqs.",
+        _("you admitted more requests than there are seats: running plus admitted stays <= max_num_seqs."),
     ),
     (
         "budget",
-        "you admitted a request with no budget left: stop when the step's token budget is spent (a first chunk "
-        "has at least one token).",
+        _(
+            "you admitted a request with no budget left: stop when the step's token budget is spent (a first chunk "
+            "has at least one token)."
+        ),
     ),
     (
         "chunk",
-        "a first chunk bigger than the budget left: chunk = min(tokens left to compute, budget left) (chunked "
-        "prefill), and it needs blocks for that chunk only.",
+        _(
+            "a first chunk bigger than the budget left: chunk = min(tokens left to compute, budget left) (chunked "
+            "prefill), and it needs blocks for that chunk only."
+        ),
     ),
 ]
 
@@ -122,27 +137,33 @@ def _as_pairs(answer) -> tuple[list[tuple[str, int]] | None, str | None]:
     """The learner's answer as ``(request_id, tokens)`` pairs (lists or tuples; numpy ints count), or what is
     wrong with it."""
     if not isinstance(answer, list | tuple):
-        return None, f"return a list of (request_id, first-chunk tokens) pairs, got {type(answer).__name__}."
+        return None, _("return a list of (request_id, first-chunk tokens) pairs, got {type}.").format(
+            type=type(answer).__name__
+        )
     pairs = []
     for item in answer:
         if not isinstance(item, list | tuple) or len(item) != 2 or not isinstance(item[0], str):
             return None, (
-                "each item must be a (request_id, first-chunk tokens) pair, with the request_id from waiting "
-                f"(a str), got {type(item).__name__} {_short(item)}."
+                _(
+                    "each item must be a (request_id, first-chunk tokens) pair, with the request_id from "
+                    "waiting (a str), got {type} {item}."
+                ).format(type=type(item).__name__, item=_short(item))
             )
         tokens = as_int(item[1])
         if tokens is None:
-            return None, f"a first chunk is a whole number of tokens, got {_short(item[1])} for {item[0]!r:.20}."
+            return None, _("a first chunk is a whole number of tokens, got {value} for {rid}.").format(
+                value=_short(item[1]), rid=f"{item[0]!r:.20}"
+            )
         pairs.append((item[0], tokens))
     return pairs, None
 
 
-@never_raises("admission")
+@never_raises(_("admission"))
 def check_admission(fn: Callable) -> bool:
     """``fn(waiting, num_running, free_blocks, budget_left, block_size, max_num_seqs)``: ``waiting`` lists
     ``(request_id, prompt_tokens, max_new_tokens, cached_blocks)`` in arrival order. Return the admitted
     requests as ``(request_id, tokens of its first chunk)`` pairs, in admission order."""
-    name = "admission"
+    name = _("admission")
     for case in _CASES:
         waiting, *sizes = case
         answer, problem = call_learner(fn, [tuple(r) for r in waiting], *sizes)
@@ -155,16 +176,16 @@ def check_admission(fn: Callable) -> bool:
         if value == expected:
             continue
         running, free, budget, bs, seats = sizes
-        where = (
-            f"for waiting={waiting}, num_running={running}, free_blocks={free}, budget_left={budget}, "
-            f"block_size={bs}, max_num_seqs={seats} you returned {value}"
-        )
+        where = _(
+            "for waiting={waiting}, num_running={running}, free_blocks={free}, budget_left={budget}, "
+            "block_size={bs}, max_num_seqs={seats} you returned {value}"
+        ).format(waiting=waiting, running=running, free=free, budget=budget, bs=bs, seats=seats, value=value)
         for mistake, diagnosis in _MISTAKES:
             if value == admitted(*case, mistake=mistake):
-                return feedback(name, f"{where}: {diagnosis}")
-        return feedback(
-            name,
-            f"{where}, expected {expected}: first come, first served; each needs a seat, budget left and free "
-            "blocks for its first chunk after prefix hits.",
+                return feedback(name, _("{where}: {problem}").format(where=where, problem=diagnosis))
+        problem = _(
+            "{where}, expected {expected}: first come, first served; each needs a seat, budget left and free "
+            "blocks for its first chunk after prefix hits."
         )
+        return feedback(name, problem.format(where=where, expected=expected))
     return feedback(name, None)

@@ -18,17 +18,20 @@ from collections.abc import Callable
 import torch
 
 from attn_core.exercises import as_number, call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_sink_softmax", "check_gate_split", "check_diff_lambda", "check_pair_values"]
 
 F64 = torch.float64
 
 
-def _tensor_problem(answer, shape: tuple[int, ...], what: str) -> str | None:
+def _tensor_problem(answer, shape: tuple[int, ...], what: str) -> str | None:  # what: a _() noun
     if not isinstance(answer, torch.Tensor):
-        return f"return {what} as a tensor of shape {shape}, got {type(answer).__name__}."
+        return _("return {what} as a tensor of shape {shape}, got {type}.").format(
+            what=what, shape=shape, type=type(answer).__name__
+        )
     if tuple(answer.shape) != shape:
-        return f"{what} must have shape {shape}, got {tuple(answer.shape)}."
+        return _("{what} must have shape {shape}, got {got}.").format(what=what, shape=shape, got=tuple(answer.shape))
     return None
 
 
@@ -56,10 +59,10 @@ def sink_softmax(scores: torch.Tensor, sinks: torch.Tensor, scale: float) -> tor
     return torch.softmax(torch.cat([scaled, column], dim=-1), dim=-1)[..., :-1]  # (B, H, Lq, Lk)
 
 
-@never_raises("check_sink_softmax")
+@never_raises(_("check_sink_softmax"))
 def check_sink_softmax(fn: Callable) -> bool:
     """``fn(scores, sinks, scale)``: q·kᵀ scores (B, H, Lq, Lk), sink logits (H,) -> the weights gpt-oss returns."""
-    name = "check_sink_softmax"
+    name = _("check_sink_softmax")
     generator = torch.Generator().manual_seed(25)
     for batch, heads, q_len, k_len, dim in [(1, 2, 3, 4, 16), (2, 3, 2, 5, 64)]:
         scores = 3 * torch.randn(batch, heads, q_len, k_len, generator=generator, dtype=F64)  # (B, H, Lq, Lk)
@@ -72,22 +75,26 @@ def check_sink_softmax(fn: Callable) -> bool:
         if isinstance(answer, torch.Tensor) and tuple(answer.shape) == (batch, heads, q_len, k_len + 1):
             return feedback(
                 name,
-                f"you returned the sink's column too, shape {tuple(answer.shape)}: the sink has no value, so drop "
-                f"its column after the softmax and return {shape}.",
+                _(
+                    "you returned the sink's column too, shape {got}: the sink has no value, so drop its "
+                    "column after the softmax and return {shape}."
+                ).format(got=tuple(answer.shape), shape=shape),
             )
-        problem = _tensor_problem(answer, shape, "the weights")
+        problem = _tensor_problem(answer, shape, _("the weights"))
         if problem:
             return feedback(name, problem)
         mistakes = {
-            "the sink logit was scaled too: it is a learned logit that joins the softmax as it is; only the q·k "
-            "scores are multiplied by 1/sqrt(head_dim).": sink_softmax(scores, sinks * scale, scale),
-            "your rows sum to 1: that is the plain softmax, the sink dropped (or the rows renormalised after "
-            "dropping its column). The sink's share must stay missing: rows sum to 1 − p_sink.": torch.softmax(
-                scores * scale, dim=-1
-            ),
-            "the scores were not scaled: multiply q·kᵀ by scale (1/sqrt(head_dim)) before the softmax.": sink_softmax(
-                scores, sinks, 1.0
-            ),
+            _(
+                "the sink logit was scaled too: it is a learned logit that joins the softmax as it is; only the q·k "
+                "scores are multiplied by 1/sqrt(head_dim)."
+            ): sink_softmax(scores, sinks * scale, scale),
+            _(
+                "your rows sum to 1: that is the plain softmax, the sink dropped (or the rows renormalised after "
+                "dropping its column). The sink's share must stay missing: rows sum to 1 − p_sink."
+            ): torch.softmax(scores * scale, dim=-1),
+            _(
+                "the scores were not scaled: multiply q·kᵀ by scale (1/sqrt(head_dim)) before the softmax."
+            ): sink_softmax(scores, sinks, 1.0),
         }
         verdict = _first_match(answer, sink_softmax(scores, sinks, scale), mistakes)
         if verdict:
@@ -95,8 +102,10 @@ def check_sink_softmax(fn: Callable) -> bool:
         if verdict == "":
             return feedback(
                 name,
-                "the weights differ from exp(s_ij·scale) / (exp(sink_h) + Σ_j' exp(s_ij'·scale)): append each "
-                "head's sink logit as one more column, softmax over the row, drop that column.",
+                _(
+                    "the weights differ from exp(s_ij·scale) / (exp(sink_h) + Σ_j' exp(s_ij'·scale)): append each "
+                    "head's sink logit as one more column, softmax over the row, drop that column."
+                ),
             )
     return feedback(name, None)
 
@@ -112,13 +121,13 @@ def gate_split(projected: torch.Tensor, num_heads: int) -> tuple[torch.Tensor, t
     return query.transpose(1, 2), gate.reshape(batch, length, -1)  # (B, H, L, D), (B, L, H·D)
 
 
-@never_raises("check_gate_split")
+@never_raises(_("check_gate_split"))
 def check_gate_split(fn: Callable) -> bool:
     """``fn(projected, num_heads)``: Qwen3-Next's q_proj output (B, L, H·2·D) -> (query, gate).
 
     query (B, H, L, D), gate (B, L, H·D); per head h the 2·D features are [query_h | gate_h].
     """
-    name = "check_gate_split"
+    name = _("check_gate_split")
     generator = torch.Generator().manual_seed(26)
     for batch, length, heads, dim in [(1, 3, 2, 4), (2, 2, 4, 3)]:
         projected = torch.randn(batch, length, heads * 2 * dim, generator=generator, dtype=F64)  # (B, L, H·2D)
@@ -126,10 +135,10 @@ def check_gate_split(fn: Callable) -> bool:
         if error:
             return feedback(name, error)
         if not isinstance(answer, tuple | list) or len(answer) != 2:
-            return feedback(name, f"return two tensors (query, gate), got {type(answer).__name__}.")
+            return feedback(name, _("return two tensors (query, gate), got {type}.").format(type=type(answer).__name__))
         query, gate = answer
-        problem = _tensor_problem(query, (batch, heads, length, dim), "the query")
-        problem = problem or _tensor_problem(gate, (batch, length, heads * dim), "the gate")
+        problem = _tensor_problem(query, (batch, heads, length, dim), _("the query"))
+        problem = problem or _tensor_problem(gate, (batch, length, heads * dim), _("the gate"))
         if problem:
             return feedback(name, problem)
         expected_query, expected_gate = gate_split(projected, heads)
@@ -140,13 +149,16 @@ def check_gate_split(fn: Callable) -> bool:
         if _close(query, layout[0]) and _close(gate, layout[1]):
             return feedback(
                 name,
-                "you split the whole projection in two (all queries, then all gates): Qwen3-Next lays q_proj's "
-                "rows out per head as [query_h | gate_h]. View it as (B, L, H, 2·D) first, then split the last axis.",
+                _(
+                    "you split the whole projection in two (all queries, then all gates): Qwen3-Next lays q_proj's "
+                    "rows out per head as [query_h | gate_h]. View it as (B, L, H, 2·D) first, then split the "
+                    "last axis."
+                ),
             )
         if _close(query, expected_gate.view(batch, length, heads, dim).transpose(1, 2)):
-            return feedback(name, "query and gate are swapped: in each head's 2·D features the query comes first.")
+            return feedback(name, _("query and gate are swapped: in each head's 2·D features the query comes first."))
         return feedback(
-            name, "query or gate differs from q_proj(x).view(B, L, H, 2·D) split in halves along the last axis."
+            name, _("query or gate differs from q_proj(x).view(B, L, H, 2·D) split in halves along the last axis.")
         )
     return feedback(name, None)
 
@@ -160,37 +172,39 @@ def diff_lambda(q1, k1, q2, k2, layer_idx: int) -> float:
     return math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2)) + init
 
 
-@never_raises("check_diff_lambda")
+@never_raises(_("check_diff_lambda"))
 def check_diff_lambda(fn: Callable) -> bool:
     """``fn(lambda_q1, lambda_k1, lambda_q2, lambda_k2, layer_idx)`` -> λ, a number (or a one-element tensor)."""
-    name = "check_diff_lambda"
+    name = _("check_diff_lambda")
     generator = torch.Generator().manual_seed(27)
     for layer_idx, dim in [(0, 4), (3, 8), (11, 6)]:
-        vectors = [0.3 * torch.randn(dim, generator=generator, dtype=F64) for _ in range(4)]  # (D,) each
+        vectors = [0.3 * torch.randn(dim, generator=generator, dtype=F64) for _vector in range(4)]  # (D,) each
         raw, error = call_learner(fn, *[v.clone() for v in vectors], layer_idx)
         if error:
             return feedback(name, error)
         if isinstance(raw, torch.Tensor) and raw.numel() == dim:
             return feedback(
                 name,
-                f"you returned {dim} numbers: λ_q1·λ_k1 is a dot product (sum the element-wise products), so λ is "
-                "one number per layer.",
+                _(
+                    "you returned {n} numbers: λ_q1·λ_k1 is a dot product (sum the element-wise products), so "
+                    "λ is one number per layer."
+                ).format(n=dim),
             )
         answer = as_number(raw)
         if answer is None:
-            return feedback(name, f"return λ as one number, got {type(raw).__name__}.")
+            return feedback(name, _("return λ as one number, got {type}.").format(type=type(raw).__name__))
         q1, k1, q2, k2 = vectors
         rest = math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2))
         expected = diff_lambda(q1, k1, q2, k2, layer_idx)
         mistakes = {
-            "λ_init is missing: λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init.": rest,
-            "λ_init is the constant 0.8: it depends on the layer, 0.8 − 0.6·exp(−0.3·layer_idx) (0.2 in layer 0).": (
+            _("λ_init is missing: λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init."): rest,
+            _("λ_init is the constant 0.8: it depends on the layer, 0.8 − 0.6·exp(−0.3·layer_idx) (0.2 in layer 0)."): (
                 rest + 0.8
             ),
-            "λ_init used a 1-based layer index: layer_idx counts from 0, so layer 0 gets 0.8 − 0.6 = 0.2.": (
+            _("λ_init used a 1-based layer index: layer_idx counts from 0, so layer 0 gets 0.8 − 0.6 = 0.2."): (
                 rest + 0.8 - 0.6 * math.exp(-0.3 * (layer_idx + 1))
             ),
-            "the exponent's sign is flipped: λ_init = 0.8 − 0.6·exp(−0.3·layer_idx) grows towards 0.8 with depth.": (
+            _("the exponent's sign is flipped: λ_init = 0.8 − 0.6·exp(−0.3·layer_idx) grows towards 0.8 with depth."): (
                 rest + 0.8 - 0.6 * math.exp(0.3 * layer_idx)
             ),
         }
@@ -201,8 +215,10 @@ def check_diff_lambda(fn: Callable) -> bool:
                 return feedback(name, message)
         return feedback(
             name,
-            f"for layer_idx={layer_idx} you returned {answer:.6g}, expected {expected:.6g}: "
-            "exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + 0.8 − 0.6·exp(−0.3·layer_idx).",
+            _(
+                "for layer_idx={i} you returned {got}, expected {expected}: exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + "
+                "0.8 − 0.6·exp(−0.3·layer_idx)."
+            ).format(i=layer_idx, got=f"{answer:.6g}", expected=f"{expected:.6g}"),
         )
     return feedback(name, None)
 
@@ -221,17 +237,17 @@ def pair_values(v: torch.Tensor, num_heads: int) -> torch.Tensor:
     return torch.stack(pairs, dim=1)  # (B, H/2, T, 2D)
 
 
-@never_raises("check_pair_values")
+@never_raises(_("check_pair_values"))
 def check_pair_values(fn: Callable) -> bool:
     """``fn(v, num_heads)``: v (B, Hkv, T, D) -> the value of each head pair, (B, H/2, T, 2·D)."""
-    name = "check_pair_values"
+    name = _("check_pair_values")
     generator = torch.Generator().manual_seed(28)
     for batch, heads, kv_heads, length, dim in [(1, 4, 4, 3, 2), (2, 8, 4, 2, 3), (1, 8, 2, 2, 2)]:
         v = torch.randn(batch, kv_heads, length, dim, generator=generator, dtype=F64)  # (B, Hkv, T, D)
         answer, error = call_learner(fn, v.clone(), heads)
         if error:
             return feedback(name, error)
-        problem = _tensor_problem(answer, (batch, heads // 2, length, 2 * dim), "the pair values")
+        problem = _tensor_problem(answer, (batch, heads // 2, length, 2 * dim), _("the pair values"))
         if problem:
             return feedback(name, problem)
         group = heads // kv_heads
@@ -245,10 +261,14 @@ def check_pair_values(fn: Callable) -> bool:
         expected = pair_values(v, heads)
         interleaved = expected.view(batch, heads // 2, length, 2, dim).transpose(-1, -2).reshape(expected.shape)
         mistakes = {
-            "you paired adjacent kv heads (2g, 2g + 1): DiffLlama splits the kv heads in two halves, so pair p "
-            "reads v[g] and v[g + Hkv/2] (g = p // (H / Hkv)), as it splits query heads into p and p + H/2.": adjacent,
-            "you interleaved the two values' features: concatenate them, cat(v[g], v[g + Hkv/2]) over the last "
-            "axis, as torch.cat(..., dim=-1) does.": interleaved,
+            _(
+                "you paired adjacent kv heads (2g, 2g + 1): DiffLlama splits the kv heads in two halves, so pair p "
+                "reads v[g] and v[g + Hkv/2] (g = p // (H / Hkv)), as it splits query heads into p and p + H/2."
+            ): adjacent,
+            _(
+                "you interleaved the two values' features: concatenate them, cat(v[g], v[g + Hkv/2]) over the last "
+                "axis, as torch.cat(..., dim=-1) does."
+            ): interleaved,
         }
         verdict = _first_match(answer, expected, mistakes)
         if verdict:
@@ -256,7 +276,9 @@ def check_pair_values(fn: Callable) -> bool:
         if verdict == "":
             return feedback(
                 name,
-                f"for v of shape {tuple(v.shape)} and num_heads={heads}: pair p must read "
-                "cat(v[g], v[g + Hkv/2]) with g = p // (H / Hkv).",
+                _(
+                    "for v of shape {shape} and num_heads={h}: pair p must read cat(v[g], v[g + Hkv/2]) with g "
+                    "= p // (H / Hkv)."
+                ).format(shape=tuple(v.shape), h=heads),
             )
     return feedback(name, None)

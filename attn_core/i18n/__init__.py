@@ -208,6 +208,7 @@ def _lookup(message: str) -> tuple[str, bool]:
 
 def translation(message: str) -> str | None:
     """The Chinese translation of ``message``, or None when it (or a part of it) has none."""
+    message = _recent.get(message, message) if type(message) is str else message
     if isinstance(message, Message) and message.complete("zh"):
         return message.render("zh", translate)
     text, found = _lookup(str(message))  # a plain string, or a Message the gettext catalog lacks: the regex catalogs
@@ -218,6 +219,7 @@ def translate(message: str, lang: str | None = None) -> str:
     """``message`` in ``lang`` (default: the current language); unchanged in English or without a translation."""
     if (lang or _language) == "en" or not isinstance(message, str):
         return message
+    message = _recent.get(message, message) if type(message) is str else message
     try:
         if isinstance(message, Message):
             lang = lang or _language
@@ -270,6 +272,16 @@ def untranslated() -> dict[str, int]:
     return dict(_audit or {})
 
 
+# The Message objects of the latest verdicts, by their English text: a test that read a printed ❌ line can ask
+# translation() / translate() for the Chinese of that text (a plain string, no longer the Message).
+_recent: dict[str, Message] = {}
+
+
 def _record(message: str) -> None:
+    if isinstance(message, Message):
+        _recent.pop(message, None)
+        _recent[str(message)] = message
+        if len(_recent) > 1024:
+            del _recent[next(iter(_recent))]
     if _audit is not None and isinstance(message, str) and translation(message) is None:
         _audit[message] = _audit.get(message, 0) + 1
