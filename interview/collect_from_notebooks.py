@@ -82,8 +82,9 @@ TOPIC_OF_QUESTION = {
 TOPIC_OF_NOTEBOOK = {
     "00": "mechanics", "01": "mechanics", "02": "heads", "03": "mqa-gqa", "04": "mqa-gqa", "05": "masks",
     "06": "positions", "06b": "positions", "07": "kv-cache", "08": "flash", "09": "mla", "09b": "sparse",
-    "10": "real-models", "11": "real-models", "11b": "real-models", "12": "flash", "12b": "flash",
-    "12c": "sinks-gates", "12d": "linear", "13": "serving", "13b": "serving", "14": "bugs", "15": "real-models",
+    "10": "real-models", "11": "real-models", "11b": "real-models", "11c": "real-models", "12": "flash",
+    "12b": "flash", "12c": "sinks-gates", "12d": "linear", "12e": "linear", "12f": "linear", "12g": "linear",
+    "13": "serving", "13b": "serving", "14": "bugs", "15": "real-models",
     "16": "hand-write",
 }  # fmt: skip
 # ★ for a folded question: the editor's estimate per topic (how often 2025–26 public question lists ask the topic).
