@@ -248,7 +248,7 @@ CATALOG += [
             "query position": "查询位置",
             "head h": "头 h",
             "half-life ln2 / s (tokens)": "半衰期 ln2 / s（词元）",
-            "Stored in 16 bits: error vs float64": "以 16 位存储：相对 float64 的误差",
+            "Stored in lower precision: error vs float64": "以较低精度存储：相对 float64 的误差",
             "token position t": "词元位置 t",
             "relative error of o_t": "o_t 的相对误差",
             "linear state in bf16": "线性注意力状态用 bf16",

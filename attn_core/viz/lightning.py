@@ -159,7 +159,9 @@ def plot_slopes(slopes_by_layer: dict[int, torch.Tensor], num_layers: int) -> Fi
 
 def plot_precision(positions, errors: dict[str, np.ndarray]) -> Figure:
     """Relative output error against the token position, one line per storage format."""
-    figure, ax = _axes("Stored in 16 bits: error vs float64", "token position t", "relative error of o_t")
+    figure, ax = _axes(
+        "Stored in lower precision: error vs float64", "token position t", "relative error of o_t", (7.6, 3.4)
+    )
     for name, values in errors.items():
         ax.loglog(positions, values, label=localize(name))
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
