@@ -19,11 +19,12 @@ import pytest
 from test_lab_widgets import (
     assert_no_errors,
     change_dropdown,
-    change_slider,
     explanation,
     explorer,
+    labelled,
     measured_change,
     open_notebook,
+    poll,
     run_all,
     screenshot_on_failure,
     write_notebook,
@@ -41,9 +42,9 @@ def notebook_cell(notebook: str, variable: str) -> str:
     return source
 
 
-# (explorer CSS name, the cell that shows it, the control to move: ("slider"|"dropdown", label, option))
+# (explorer CSS name, the cell that shows it, the control to move: ("slider"|"dropdown", label, options to alternate))
 EXPLORERS = [
-    ("rope_bands", "rope_scaling.band_explorer()", ("dropdown", "head_dim", "128")),
+    ("rope_bands", "rope_scaling.band_explorer()", ("dropdown", "head_dim", ("128", "64"))),
     ("tiles", "tiles.tiles_explorer()", ("slider", "step", None)),
     ("sparse_masks", "sparse.sparse_mask_explorer()", ("slider", "tokens", None)),
     ("kernel_schedule", "kernel_schedule.schedule_explorer()", ("slider", "program", None)),
@@ -69,6 +70,19 @@ SETUP = (
     "g = torch.Generator().manual_seed(0)"
 )
 REDRAW_TIMEOUT_S = 20  # one redraw is ~50 ms of Python; generous for a shared 2-core machine, still bounded
+MOVES = 3  # per explorer: one move is one sample, and a busy machine makes single samples swing 5x
+
+
+def step_slider(box, label: str, key: str) -> str:
+    """test_lab_widgets.change_slider with the direction given: right, back left, right again, so every move stays
+    a possible setting (12b's program slider reaches past the last program of the default lengths)."""
+    slider = box.locator(".widget-slider:not(.mod-disabled)").filter(has=labelled(box, label)).first
+    handle = slider.locator(".noUi-handle").first
+    before, text = handle.get_attribute("aria-valuenow"), handle.get_attribute("aria-valuetext")
+    handle.focus()
+    handle.press(key)
+    poll(lambda: handle.get_attribute("aria-valuenow") != before, 5, f"slider {label!r} did not move on {key}")
+    return f"{label} {text}→{handle.get_attribute('aria-valuetext')}"
 
 
 def test_later_explorers_redraw_in_the_browser(page, lab, latency_log, screenshot_dir):
@@ -77,18 +91,21 @@ def test_later_explorers_redraw_in_the_browser(page, lab, latency_log, screensho
         open_notebook(page, lab, notebook)
         run_all(page)
         assert_no_errors(page)
-        for name, _, (kind, label, option) in EXPLORERS:
+        for name, _, (kind, label, options) in EXPLORERS:
             box = explorer(page, name)
-            if kind == "slider":
-                change = lambda box=box, label=label: change_slider(page, box, label)  # noqa: E731
-            else:
-                change = lambda box=box, label=label, option=option: change_dropdown(page, box, label, option)  # noqa: E731
-            what, timings = measured_change(page, box, change, REDRAW_TIMEOUT_S)
-            text = explanation(box)
-            assert not text.startswith("Not possible"), f"{name}: {what} gave an impossible setting: {text}"
-            assert_no_errors(page)
-            latency_log.append({"notebook": f"scratch: {name}", "explorer": name, "kind": kind, "change": what,
-                                **timings})  # fmt: skip
+            for move in range(MOVES):
+                if kind == "slider":
+                    key = ("ArrowRight", "ArrowLeft")[move % 2]
+                    change = lambda box=box, label=label, key=key: step_slider(box, label, key)  # noqa: E731
+                else:
+                    option = options[move % len(options)]
+                    change = lambda box=box, label=label, option=option: change_dropdown(page, box, label, option)  # noqa: E731
+                what, timings = measured_change(page, box, change, REDRAW_TIMEOUT_S)
+                text = explanation(box)
+                assert not text.startswith("Not possible"), f"{name}: {what} gave an impossible setting: {text}"
+                assert_no_errors(page)
+                latency_log.append({"notebook": f"scratch: {name}", "explorer": name, "kind": kind, "change": what,
+                                    **timings})  # fmt: skip
 
 
 pytestmark = pytest.mark.e2e
