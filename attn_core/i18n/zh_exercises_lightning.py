@@ -261,7 +261,6 @@ CATALOG += [
         }
     ),
     (r"weights of query (?P<i>\d+)", "查询 {i} 的权重"),
-    (r"layer (?P<i>\d+)", "第 {i} 层"),
     (r"Decay per head, (?P<n>\d+) layers", "每个头的衰减，共 {n} 层"),
     (
         rf"query (?P<row>\d+) is token (?P<offset>\d+) of block (?P<block>\d+): (?P<inside>\d+) keys reach it inside "
