@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from attn_core.exercises import NOT_DONE, call_learner, feedback, is_stub, never_raises
+from attn_core.i18n import _
 
 __all__ = [
     "TEMPERATURE_SCORES",
@@ -72,7 +73,7 @@ def _diagnose_weights(weights: torch.Tensor, q, k, v) -> str:
     col_sums = weights.sum(-2)  # (..., Lk)
     if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-6):
         if torch.allclose(col_sums, torch.ones_like(col_sums), atol=1e-6):
-            return (
+            return _(
                 "the weights' columns sum to 1, not their rows: softmax ran over the queries (dim=-2). "
                 "Each query shares one unit of attention among the keys: use softmax(..., dim=-1)."
             )
@@ -81,56 +82,76 @@ def _diagnose_weights(weights: torch.Tensor, q, k, v) -> str:
             # Every row sums to the same c ≠ 1: a softmax ran over the keys, then something rescaled it.
             c = first.item()
             which = " = 1/√d_k" if math.isclose(c, 1 / math.sqrt(d_k), rel_tol=1e-6) else ""
-            return (
-                f"every row of your weights sums to {c:.3f}{which}, not 1: you scaled after the softmax. "
-                "The scale divides the scores, before the softmax: softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1)."
+            message = (
+                _(
+                    "every row of your weights sums to {c} = 1/√d_k, not 1: you scaled after the softmax. "
+                    "The scale divides the scores, before the softmax: softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1)."
+                )
+                if which
+                else _(
+                    "every row of your weights sums to {c}, not 1: you scaled after the softmax. "
+                    "The scale divides the scores, before the softmax: softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1)."
+                )
             )
-        return (
-            "the rows of your weights do not sum to 1 "
-            f"(first row sums to {first.item():.3f}): apply softmax over the keys (dim=-1)."
-        )
+            return message.format(c=f"{c:.3f}")
+        return _(
+            "the rows of your weights do not sum to 1 (first row sums to {c}): apply softmax over the keys (dim=-1)."
+        ).format(c=f"{first.item():.3f}")
     wrong_scales = {
-        "no scale at all: the scores must be divided by √d_k before the softmax.": 1.0,
-        "you divided by d_k; divide by √d_k (math.sqrt(q.shape[-1])).": 1.0 / d_k,
-        "you multiplied by √d_k; divide by it instead.": math.sqrt(d_k),
+        _("no scale at all: the scores must be divided by √d_k before the softmax."): 1.0,
+        _("you divided by d_k; divide by √d_k (math.sqrt(q.shape[-1]))."): 1.0 / d_k,
+        _("you multiplied by √d_k; divide by it instead."): math.sqrt(d_k),
     }
     if d_v != d_k:
-        wrong_scales[
-            f"you divided by √d_v (v.shape[-1] = {d_v}); the scale belongs to the dot products q·k, "
-            f"so it is √d_k (q.shape[-1] = {d_k})."
-        ] = 1.0 / math.sqrt(d_v)
+        message = _(
+            "you divided by √d_v (v.shape[-1] = {d_v}); the scale belongs to the dot products q·k, "
+            "so it is √d_k (q.shape[-1] = {d_k})."
+        )
+        wrong_scales[message.format(d_v=d_v, d_k=d_k)] = 1.0 / math.sqrt(d_v)
     for message, scale in wrong_scales.items():
         if _close(weights, _reference(q, k, v, scale)[1]):
             return message
     expected = _reference(q, k, v, 1.0 / math.sqrt(d_k))[1]
     worst = (weights.double() - expected).abs().max().item()
-    return f"the weights differ from softmax(Q Kᵀ / √d_k) (largest difference {worst:.3g})."
+    return _("the weights differ from softmax(Q Kᵀ / √d_k) (largest difference {diff}).").format(diff=f"{worst:.3g}")
 
 
 def _pair_problem(result) -> str | None:
     """Why ``result`` is not a pair (output, weights) of tensors, or None."""
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
-        return f"return a tuple (output, weights) of two tensors, got {type(result).__name__} instead."
+        return _("return a tuple (output, weights) of two tensors, got {type} instead.").format(
+            type=type(result).__name__
+        )
+    not_tensor = {
+        "output": _("return a tuple (output, weights) of two tensors: your output element is a {type}, not a tensor."),
+        "weights": _(
+            "return a tuple (output, weights) of two tensors: your weights element is a {type}, not a tensor."
+        ),
+    }
+    not_tensor_none = {  # F.scaled_dot_product_attention's answer (output, None)
+        "output": _(
+            "return a tuple (output, weights) of two tensors: your output element is a {type}, not a tensor. "
+            "(F.scaled_dot_product_attention returns the output only: compute the weights yourself, "
+            "softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1).)"
+        ),
+        "weights": _(
+            "return a tuple (output, weights) of two tensors: your weights element is a {type}, not a tensor. "
+            "(F.scaled_dot_product_attention returns the output only: compute the weights yourself, "
+            "softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1).)"
+        ),
+    }
     for position, item in zip(("output", "weights"), result, strict=True):
         if not isinstance(item, torch.Tensor):
-            hint = ""
-            if item is None:
-                hint = (
-                    " (F.scaled_dot_product_attention returns the output only: compute the weights yourself, "
-                    "softmax(q @ k.transpose(-2, -1) / √d_k, dim=-1).)"
-                )
-            return (
-                f"return a tuple (output, weights) of two tensors: your {position} element is a "
-                f"{type(item).__name__}, not a tensor.{hint}"
-            )
+            message = (not_tensor_none if item is None else not_tensor)[position]
+            return message.format(type=type(item).__name__)
     return None
 
 
-@never_raises("attention from scratch")
+@never_raises(_("attention from scratch"))
 def check_attention(attention: Callable) -> bool:
     """Exercise 1: ``attention(q, k, v) -> (output, weights)`` for q ``(..., Lq, d_k)``,
     k ``(..., Lk, d_k)``, v ``(..., Lk, d_v)``; no mask, no dropout."""
-    name = "attention from scratch"
+    name = _("attention from scratch")
     cases = [
         ((2, 3, 8), (2, 5, 8), (2, 5, 6), 0),  # (B, Lq, d_k), (B, Lk, d_k), (B, Lk, d_v): Lq, Lk, d_v all differ
         ((2, 4, 3, 16), (2, 4, 7, 16), (2, 4, 7, 4), 1),  # (B, H, Lq, d_k) ...: extra batch dims
@@ -145,39 +166,46 @@ def check_attention(attention: Callable) -> bool:
             return feedback(name, problem)
         output, weights = result
         expected_out, expected_weights = _reference(q, k, v, 1.0 / math.sqrt(q.shape[-1]))
-        where = f"for q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        where = dict(q=tuple(q.shape), k=tuple(k.shape), v=tuple(v.shape))  # the case, in every message below
         if output.shape == expected_weights.shape and weights.shape == expected_out.shape:
-            return feedback(
-                name,
-                f"did you return (weights, output)? {where} your first tensor has the weights' shape "
-                f"(..., Lq, Lk) = {tuple(expected_weights.shape)}: return (output, weights), output first.",
+            problem = _(
+                "did you return (weights, output)? for q {q}, k {k}, v {v} your first tensor has the weights' shape "
+                "(..., Lq, Lk) = {shape}: return (output, weights), output first."
             )
+            return feedback(name, problem.format(shape=tuple(expected_weights.shape), **where))
         if weights.shape == expected_weights.transpose(-2, -1).shape:
-            return feedback(
-                name,
-                f"wrong shape: weights {tuple(weights.shape)} {where} is (..., Lk, Lq), transposed: "
-                "the scores are Q Kᵀ = q @ k.transpose(-2, -1), one row per query.",
+            problem = _(
+                "wrong shape: weights {shape} for q {q}, k {k}, v {v} is (..., Lk, Lq), transposed: "
+                "the scores are Q Kᵀ = q @ k.transpose(-2, -1), one row per query."
             )
+            return feedback(name, problem.format(shape=tuple(weights.shape), **where))
         if weights.shape != expected_weights.shape:
+            problem = _(
+                "wrong shape: weights {shape} for q {q}, k {k}, v {v}; expected (..., Lq, Lk) = "
+                "{expected}, one row per query, one column per key."
+            )
             return feedback(
-                name,
-                f"wrong shape: weights {tuple(weights.shape)} {where}; expected (..., Lq, Lk) = "
-                f"{tuple(expected_weights.shape)}, one row per query, one column per key.",
+                name, problem.format(shape=tuple(weights.shape), expected=tuple(expected_weights.shape), **where)
             )
         if output.shape != expected_out.shape:
+            problem = _(
+                "wrong shape: output {shape} for q {q}, k {k}, v {v}; expected (..., Lq, d_v) = "
+                "{expected}: each query gets a mix of the value vectors."
+            )
             return feedback(
-                name,
-                f"wrong shape: output {tuple(output.shape)} {where}; expected (..., Lq, d_v) = "
-                f"{tuple(expected_out.shape)}: each query gets a mix of the value vectors.",
+                name, problem.format(shape=tuple(output.shape), expected=tuple(expected_out.shape), **where)
             )
         if not _close(weights, expected_weights):
-            return feedback(name, f"wrong numbers {where}: " + _diagnose_weights(weights.double(), q, k, v))
-        if not _close(output, expected_out):
+            diagnosis = _diagnose_weights(weights.double(), q, k, v)
             return feedback(
-                name,
-                f"the weights are right but the output is not {where}: output = weights @ v "
-                "(weights (..., Lq, Lk) times values (..., Lk, d_v)).",
+                name, _("wrong numbers for q {q}, k {k}, v {v}: {diagnosis}").format(diagnosis=diagnosis, **where)
             )
+        if not _close(output, expected_out):
+            problem = _(
+                "the weights are right but the output is not for q {q}, k {k}, v {v}: output = weights @ v "
+                "(weights (..., Lq, Lk) times values (..., Lk, d_v))."
+            )
+            return feedback(name, problem.format(**where))
     return feedback(name, None)
 
 
@@ -199,11 +227,11 @@ def _true_variance(d_k: int, std: float, scaled: bool) -> float:
     return variance / d_k if scaled else variance
 
 
-@never_raises("variance of q·k")
+@never_raises(_("variance of q·k"))
 def check_score_variance(score_variance: Callable) -> bool:
     """Exercise 2: ``score_variance(d_k, std, scaled) -> float``, the variance of ``q·k`` (divided
     by √d_k when ``scaled``) for q, k with independent zero-mean entries of standard deviation ``std``."""
-    name = "variance of q·k"
+    name = _("variance of q·k")
     answers = {}
     for case in _VARIANCE_CASES:
         result, problem = call_learner(score_variance, *case)
@@ -212,7 +240,7 @@ def check_score_variance(score_variance: Callable) -> bool:
         try:
             answers[case] = float(result)
         except (TypeError, ValueError):
-            return feedback(name, f"return a number, got {type(result).__name__}.")
+            return feedback(name, _("return a number, got {type}.").format(type=type(result).__name__))
 
     def all_match(formula) -> bool:
         return all(math.isclose(answers[c], formula(*c), rel_tol=1e-6) for c in _VARIANCE_CASES)
@@ -222,30 +250,38 @@ def check_score_variance(score_variance: Callable) -> bool:
     unscaled = [c for c in _VARIANCE_CASES if not c[2]]
     scaled = [c for c in _VARIANCE_CASES if c[2]]
     if all(math.isclose(answers[c], _true_variance(*c), rel_tol=0.15) for c in _VARIANCE_CASES):
-        return feedback(name, "close, but not exact (a simulation estimate?): give the exact formula in d_k and std.")
+        return feedback(
+            name, _("close, but not exact (a simulation estimate?): give the exact formula in d_k and std.")
+        )
     if all(math.isclose(answers[c], math.sqrt(c[0]) * c[1] ** 2, rel_tol=1e-6) for c in unscaled):
-        return feedback(name, "that is the standard deviation of q·k; the variance is its square.")
+        return feedback(name, _("that is the standard deviation of q·k; the variance is its square."))
     if all(math.isclose(answers[c], c[0] * c[1] ** 2, rel_tol=1e-6) for c in unscaled):
         return feedback(
             name,
-            "each product q_i·k_i of two independent zero-mean entries has variance std²·std² = std⁴, "
-            "not std²; the d_k products add up.",
+            _(
+                "each product q_i·k_i of two independent zero-mean entries has variance std²·std² = std⁴, "
+                "not std²; the d_k products add up."
+            ),
         )
     if all(math.isclose(answers[c], _true_variance(*c), rel_tol=1e-6) for c in unscaled):
         if all(math.isclose(answers[c], c[0] * c[1] ** 4, rel_tol=1e-6) for c in scaled):
-            return feedback(name, "scaled=True must change the answer: dividing q·k by √d_k divides its variance.")
+            return feedback(name, _("scaled=True must change the answer: dividing q·k by √d_k divides its variance."))
         if all(math.isclose(answers[c], math.sqrt(c[0]) * c[1] ** 4, rel_tol=1e-6) for c in scaled):
             return feedback(
                 name,
-                "multiplying a random number by c multiplies its variance by c², so dividing q·k by √d_k "
-                "divides the variance by d_k, not by √d_k.",
+                _(
+                    "multiplying a random number by c multiplies its variance by c², so dividing q·k by √d_k "
+                    "divides the variance by d_k, not by √d_k."
+                ),
             )
     case = next(c for c in _VARIANCE_CASES if not math.isclose(answers[c], _true_variance(*c), rel_tol=1e-6))
     d_k, std, is_scaled = case
     return feedback(
         name,
-        f"for d_k={d_k}, std={std:g}, scaled={is_scaled} you return {answers[case]:g}; "
-        "hint: q·k is a sum of d_k independent products q_i·k_i.",
+        _(
+            "for d_k={d_k}, std={std}, scaled={scaled} you return {got}; hint: q·k is a sum of d_k independent "
+            "products q_i·k_i."
+        ).format(d_k=d_k, std=f"{std:g}", scaled=is_scaled, got=f"{answers[case]:g}"),
     )
 
 
@@ -253,11 +289,11 @@ def check_score_variance(score_variance: Callable) -> bool:
 # Exercise 3: split a fused QKV projection into three
 
 
-@never_raises("fused QKV split")
+@never_raises(_("fused QKV split"))
 def check_fused_qkv_split(split_qkv: Callable) -> bool:
     """Exercise 3: ``split_qkv(fused: nn.Linear(d, 3d)) -> (q_proj, k_proj, v_proj)``, three
     ``nn.Linear(d, d)`` whose outputs equal ``fused(x).chunk(3, dim=-1)``."""
-    name = "fused QKV split"
+    name = _("fused QKV split")
     d = 6
     with torch.random.fork_rng(devices=[]):  # leaves the learner's global random state alone
         torch.manual_seed(0)
@@ -272,26 +308,38 @@ def check_fused_qkv_split(split_qkv: Callable) -> bool:
     if problem:
         return feedback(name, problem)
     if not all(torch.equal(fused.state_dict()[key], value) for key, value in original.items()):
-        return feedback(name, "your function changed the fused layer's parameters; read them, do not modify them.")
+        return feedback(name, _("your function changed the fused layer's parameters; read them, do not modify them."))
     if not (isinstance(result, (tuple, list)) and len(result) == 3):
-        return feedback(name, f"return three layers (q_proj, k_proj, v_proj), got {type(result).__name__}.")
+        return feedback(
+            name, _("return three layers (q_proj, k_proj, v_proj), got {type}.").format(type=type(result).__name__)
+        )
     outputs = []
     for label, layer in zip("qkv", result, strict=True):
         if not callable(layer):
             return feedback(
-                name, f"{label}_proj is a {type(layer).__name__}; return layers (nn.Linear(d, d)) that can be called."
+                name,
+                _("{label}_proj is a {type}; return layers (nn.Linear(d, d)) that can be called.").format(
+                    label=label, type=type(layer).__name__
+                ),
             )
         try:
             with torch.no_grad():
                 out = layer(x.to(getattr(getattr(layer, "weight", None), "dtype", x.dtype)))  # (B, L, ?)
         except Exception as err:
-            return feedback(name, f"calling {label}_proj on x {tuple(x.shape)} raised {type(err).__name__}: {err}")
+            return feedback(
+                name,
+                _("calling {label}_proj on x {shape} raised {type}: {error}").format(
+                    label=label, shape=tuple(x.shape), type=type(err).__name__, error=err
+                ),
+            )
         if not isinstance(out, torch.Tensor) or out.shape != expected[0].shape:
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             return feedback(
                 name,
-                f"wrong shape: {label}_proj(x) has shape {shape}, expected {tuple(expected[0].shape)}. "
-                f"nn.Linear stores weight as (out_features, in_features) = ({3 * d}, {d}): split it along dim 0.",
+                _(
+                    "wrong shape: {label}_proj(x) has shape {shape}, expected {expected}. nn.Linear stores "
+                    "weight as (out_features, in_features) = ({rows}, {cols}): split it along dim 0."
+                ).format(label=label, shape=shape, expected=tuple(expected[0].shape), rows=3 * d, cols=d),
             )
         outputs.append(out.double())
     if all(_close(o, e) for o, e in zip(outputs, expected, strict=True)):
@@ -302,21 +350,26 @@ def check_fused_qkv_split(split_qkv: Callable) -> bool:
         if match and match[0] != i:
             return feedback(
                 name,
-                f"wrong order: your {names[i]}_proj reproduces the fused layer's {names[match[0]]} chunk. "
-                "The fused output is laid out [q | k | v]: rows 0..d-1 of the weight are q, then k, then v.",
+                _(
+                    "wrong order: your {mine}_proj reproduces the fused layer's {theirs} chunk. The fused "
+                    "output is laid out [q | k | v]: rows 0..d-1 of the weight are q, then k, then v."
+                ).format(mine=names[i], theirs=names[match[0]]),
             )
     without_bias = [x @ w.T for w in w_chunks]  # 3 × (B, L, d)
     if all(_close(o, e) for o, e in zip(outputs, without_bias, strict=True)):
-        return feedback(name, "the weights are right but the biases are missing: split fused.bias the same way.")
+        return feedback(name, _("the weights are right but the biases are missing: split fused.bias the same way."))
     weight, bias = fused.weight.detach(), fused.bias.detach()
     interleaved = [x @ weight[i::3].T + bias[i::3] for i in range(3)]  # 3 × (B, L, d)
     if all(_close(o, e) for o, e in zip(outputs, interleaved, strict=True)):
         return feedback(
-            name, "you took every third row (interleaved); chunk(3, dim=0) takes three contiguous blocks of d rows."
+            name, _("you took every third row (interleaved); chunk(3, dim=0) takes three contiguous blocks of d rows.")
         )
     worst = max((o - e).abs().max().item() for o, e in zip(outputs, expected, strict=True))
     return feedback(
-        name, f"q_proj(x), k_proj(x), v_proj(x) differ from fused(x).chunk(3, dim=-1) (largest difference {worst:.3g})."
+        name,
+        _("q_proj(x), k_proj(x), v_proj(x) differ from fused(x).chunk(3, dim=-1) (largest difference {diff}).").format(
+            diff=f"{worst:.3g}"
+        ),
     )
 
 
@@ -324,26 +377,36 @@ def check_fused_qkv_split(split_qkv: Callable) -> bool:
 # Exercise 4: a temperature for a one-hot-ish row
 
 
-@never_raises("temperature")
+@never_raises(_("temperature"))
 def check_temperature(temperature) -> bool:
     """Exercise 4: a temperature T with ``softmax(TEMPERATURE_SCORES / T).max() ≈ TEMPERATURE_TARGET``."""
-    name = "temperature"
+    name = _("temperature")
     if is_stub(temperature):
         return feedback(name, NOT_DONE)
     try:
         value = float(temperature)
     except (TypeError, ValueError, RuntimeError):
-        return feedback(name, f"give the temperature as one number, got {type(temperature).__name__}.")
+        return feedback(
+            name, _("give the temperature as one number, got {type}.").format(type=type(temperature).__name__)
+        )
     if not value > 0 or math.isinf(value):
-        return feedback(name, f"a temperature must be a positive finite number, got {value:g}.")
+        return feedback(
+            name, _("a temperature must be a positive finite number, got {value}.").format(value=f"{value:g}")
+        )
     top = torch.softmax(TEMPERATURE_SCORES.double() / value, dim=-1).max().item()
     low, high = TEMPERATURE_TARGET - TEMPERATURE_TOLERANCE, TEMPERATURE_TARGET + TEMPERATURE_TOLERANCE
     if top < low:
         return feedback(
-            name, f"at T={value:.4g} the top weight is {top:.3f}: too flat, lower the temperature to sharpen the row."
+            name,
+            _("at T={t} the top weight is {top}: too flat, lower the temperature to sharpen the row.").format(
+                t=f"{value:.4g}", top=f"{top:.3f}"
+            ),
         )
     if top > high:
         return feedback(
-            name, f"at T={value:.4g} the top weight is {top:.3f}: too sharp, raise the temperature a little."
+            name,
+            _("at T={t} the top weight is {top}: too sharp, raise the temperature a little.").format(
+                t=f"{value:.4g}", top=f"{top:.3f}"
+            ),
         )
     return feedback(name, None)
