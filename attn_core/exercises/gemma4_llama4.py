@@ -191,7 +191,7 @@ CACHE_MISTAKES = {
     "keys_only": "keys and values: two tensors per token on layers without K = V.",
     "no_window": "a sliding-window or chunked layer (window set) keeps at most `window` tokens, not the whole context.",
     "window_not_min": "with a context shorter than the window a layer holds only the context: min(context, window).",
-    "window_minus_one": "off by one: a layer with window W keeps W tokens (the query's own token included).",
+    "window_minus_one": "off by one: `window` is the most tokens the layer keeps, so it holds min(context, window).",
     "query_heads": "the cache holds the key/value heads (num_kv_heads), not the query heads.",
     "no_bpe": "multiply by bytes_per_element (2 for bfloat16).",
 }

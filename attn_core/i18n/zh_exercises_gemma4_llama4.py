@@ -151,8 +151,8 @@ CATALOG = [
         "上下文比窗口短时，层只保存上下文那么多词元：min(context, window)。",
     ),
     (
-        r"off by one: a layer with window W keeps W tokens \(the query's own token included\)\.",
-        "差了一位：窗口为 W 的层保留 W 个词元（包括查询自己的词元）。",
+        r"off by one: `window` is the most tokens the layer keeps, so it holds min\(context, window\)\.",
+        "差了一位：`window` 就是该层最多保留的词元数，所以它保存 min(context, window) 个。",
     ),
     (
         r"the cache holds the key/value heads \(num_kv_heads\), not the query heads\.",
