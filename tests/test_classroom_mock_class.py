@@ -61,6 +61,19 @@ def test_course_layout(course, tmp_path):
     sources = sorted(p.name for p in (course / "source").iterdir())
     assert "01_scaled_dot_product_attention" in sources and "zh_01_scaled_dot_product_attention" in sources
     assert "00_start_here" not in sources and "zh_17_interview_cheat_sheet" not in sources  # no graded exercises
+    # Every notebook with a graded exercise becomes an assignment with no code change (a new notebook only needs a
+    # rebuild), and each of its test cells has hidden cases (hidden_tests.py's default: the checker, reseeded).
+    graded = {
+        prefix + path.stem
+        for prefix, folder in (("", REPO / "notebooks"), ("zh_", REPO / "notebooks" / "zh"))
+        for path in folder.glob("[0-9]*.ipynb")
+        if any("solution" in cell["metadata"].get("tags", []) for cell in mock_class.read_notebook(path)["cells"])
+    }
+    assert set(sources) == graded
+    for name in sources:
+        nb = mock_class.read_notebook(next((course / "source" / name).glob("*.ipynb")))
+        tests = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"]
+        assert tests and all("### BEGIN HIDDEN TESTS" in cell["source"] for cell in tests), name
     course = tmp_path / "example"  # the example points file: an override and written questions with a rubric
     mock_class.build(course, "en", REPO / "classroom" / "points.example.toml")
     nb = mock_class.read_notebook(course / "source" / DEFAULT_ASSIGNMENT / f"{DEFAULT_ASSIGNMENT}.ipynb")
