@@ -27,6 +27,7 @@ BLOCK_DEFAULTS = dict(
 )
 DPI = 110
 INTRA, INTER = "#ff7f0e", "#1f77b4"  # the two paths a key takes to a query
+VALUES_UP_TO = 16  # tokens: past this the printed decays no longer fit in their cells
 
 
 def _block_params(overrides: dict) -> dict:
@@ -73,7 +74,7 @@ def render_blocks(**overrides) -> Figure:
     left.add_patch(_rectangle(first - 0.5, row - 0.5, row - first + 1, 1, edgecolor=INTRA, linewidth=2.2))
     if first:
         left.add_patch(_rectangle(-0.5, row - 0.5, first, 1, edgecolor=INTER, linewidth=2.2))
-    if p["values"] and length <= 16:
+    if p["values"] and length <= VALUES_UP_TO:
         for i, j in zip(*np.tril_indices(length), strict=True):
             left.text(j, i, f"{decay[i, j]:.2f}", ha="center", va="center", fontsize=font * 0.6, color="white")
     left.set_title(localize("decay exp(−s (i − j)); boxes: inside a block"), fontsize=font)
@@ -125,13 +126,19 @@ def block_explorer(**fixed) -> BlockExplorer:
     controls = {
         "block_size": w.IntSlider(description="block size", value=start["block_size"], min=1, max=24, style=_STYLE),
         "slope": w.FloatSlider(description="slope s", value=start["slope"], min=0.0, max=1.0, step=0.01, style=_STYLE),
-        "position": w.IntSlider(description="query position", value=start["position"], min=0, max=23, style=_STYLE),
+        "position": w.IntSlider(
+            description="query position", value=start["position"], min=0, max=start["length"] - 1, style=_STYLE
+        ),
     }
     rest = {k: v for k, v in fixed.items() if k not in controls}
     explorer = BlockExplorer("blocks", controls, {"panel_size": 2.8, "seed": start["seed"], **rest})
-    fixed_scale = explorer.controls["fixed_scale"]
+    # Grey out the display controls that cannot change this figure, and say why (as 12d's chunk explorer does).
+    fixed_scale, values = explorer.controls["fixed_scale"], explorer.controls["values"]
     fixed_scale.disabled = True  # the decay is 1 on the diagonal and 0 above it: it already spans 0–1
     fixed_scale.tooltip = localize("no effect here: the decay is 1 on the diagonal and 0 above it, already 0–1")
+    if start["length"] > VALUES_UP_TO:  # no length slider here: the printed values never fit
+        values.disabled = True
+        values.tooltip = localize(f"values are printed for up to {VALUES_UP_TO} tokens")
     return explorer
 
 
