@@ -10,6 +10,9 @@ appended to a JSON progress file (``progress_path``, else ``$ATTN_MOCK_PROGRESS`
 ``~/.attn_notebooks/mock_progress.json``), so the score carries across evenings; nothing is written before
 ``finish()``. The timer is ipywidgets only: a ``Play`` widget ticks once a second in the front end, a ``Label`` shows
 the time left (no thread, no custom JavaScript).
+
+One piece: one mock's life (draw, answers, grading, record, timer) and the progress file it writes, over 300 lines
+only because each step's text comes in two languages.
 """
 
 from __future__ import annotations
@@ -154,7 +157,11 @@ class Mock:
         self.seed = seed
         rng = random.Random(seed)
         cards = _cards()
-        for name, ids, known in (("problems", problems, PROBLEMS), ("questions", questions, cards)):
+        for name, ids, known in (
+            ("problems", problems, PROBLEMS),
+            ("questions", questions, cards),
+            ("pool", pool, PROBLEMS),
+        ):
             unknown = [i for i in ids or [] if i not in known]
             if unknown:
                 raise ValueError(f"unknown {name} {unknown}; known: {sorted(known)}.")
@@ -172,6 +179,7 @@ class Mock:
         self.ratings: dict[str, bool] = {}
         self.result: dict | None = None
         self._started = time.monotonic()
+        self._clocks: list = []  # the Play widgets of this mock's timers (reset rewinds them)
 
     # ------------------------------------------------------------------ the candidate's side
     def brief(self) -> str:
@@ -193,6 +201,8 @@ class Mock:
         self.ratings.clear()
         self.result = None
         self._started = time.monotonic()
+        for play in self._clocks:  # a timer already on screen starts again from the full time
+            play.playing, play.value = False, 0
         source = "\n\n".join(p.stub() for p in self.problems)
         submit = ", ".join(p.name for p in self.problems)
         source += f"\n\nmock.submit({submit})\n"
@@ -294,6 +304,7 @@ class Mock:
                 done("time")
 
         play.observe(tick, "value")
+        self._clocks.append(play)
         finish.on_click(lambda _: done("finish"))
         return _Timer(
             widgets.VBox([widgets.HBox([play, label, finish]), report]), _t("fallback", clock=self.clock(total))

@@ -170,6 +170,8 @@ def test_a_fixed_seed_draws_the_same_mock_and_the_brief_hides_the_answers(tmp_pa
 def test_bad_input_gets_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="unknown problems"):
         mock.Mock(problems=["no_such_drill"], progress_path=tmp_path / "p.json")
+    with pytest.raises(ValueError, match="unknown pool"):
+        mock.Mock(pool=["sinks", "flash"], progress_path=tmp_path / "p.json")
     session = mock.Mock(problems=["sinks"], questions=["q01"], progress_path=tmp_path / "p.json")
     with pytest.raises(ValueError, match="none of this mock's answers"):
         session.submit(merge)
@@ -206,3 +208,5 @@ def test_the_timer_counts_down_and_finishes_at_zero(tmp_path):
     assert label.value == "⏱ 00:30" and session.result is None
     play.value = 60
     assert label.value == "⏱ 00:00" and session.result["ended_by"] == "time"
+    session.reset(insert_cell=False)
+    assert play.value == 0 and label.value == "⏱ 01:00" and session.result is None
