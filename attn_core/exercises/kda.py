@@ -7,6 +7,8 @@ write, the erase reading the undecayed state, the pair's own token counted in it
 multiplied mask overflowing to NaN, a cumulative sum over the channels, and the forget gate's sign, ``exp(A_log)``,
 softplus and ``dt_bias`` slips. A check never raises.
 
+One piece: one grader family, the notebook's three KDA exercises with the catalogues of mistakes each names.
+
 Tolerance: every case is O(1) float64 arithmetic of a few dozen operations (rounding ~1e-15); rtol 1e-9 leaves a
 millionfold margin and is far below the smallest difference between a mistake and the right answer here.
 """
