@@ -336,3 +336,13 @@ def test_bad_layer_index_and_multimodal_wrapper():
         ac.layer_from_hf(cfg, 2)
     with pytest.raises(NotImplementedError, match="text_config"):
         ac.layer_from_hf(transformers.Gemma3Config(), 0)
+
+
+def test_ring_cache_is_refused_by_name():
+    # a ring buffer's slots are not token positions: once it wraps the layer would read keys at the wrong places
+    cfg = transformers.Gemma3TextConfig(
+        **TINY, num_hidden_layers=1, sliding_window=4, layer_types=["sliding_attention"]
+    )
+    layer = ac.layer_from_hf(cfg, 0)
+    with pytest.raises(ValueError, match=r"KVCache\(window=4\).*ac\.KVCache\(\)"):
+        layer(torch.randn(1, 6, 32), cache=ac.KVCache(window=4))

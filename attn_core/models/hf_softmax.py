@@ -37,6 +37,13 @@ def check_layer_input(x, cache, hidden_size: int, cache_hint: str = " (one per l
         raise ValueError(f"x must have shape (batch, seq_len, hidden_size={hidden_size}), got {got}.")
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be an ac.KVCache(){cache_hint}, got {type(cache).__name__}.")
+    if getattr(cache, "window", None) is not None:
+        # these layers mask by token index (their own windows and chunks), which a ring buffer's slots are not:
+        # once it wraps, keys would be read at the wrong positions, silently
+        raise ValueError(
+            f"cache must keep every token: got a ring cache KVCache(window={cache.window}). The layer applies its "
+            "own sliding window / chunks as a mask over token positions; pass ac.KVCache() (no window)."
+        )
 
 
 class OffsetRMSNorm(nn.Module):
