@@ -104,3 +104,19 @@ def test_recall_figure_legend_beside_the_axes_and_every_marker_visible():
     figure.draw(renderer)
     ax = figure.axes[0]
     assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+
+
+@pytest.mark.parametrize("panel_size, font_scale", [(2.8, 1.0), (1.5, 2.0), (1.5, 2.5)])
+def test_chunk_figure_titles_never_overprint(panel_size, font_scale):
+    # the smallest panel with the largest font overprinted both titles (matplotlib's layout and the glyph-path one):
+    # each panel is now at least as wide as its title, and the two titles do not meet
+    from attn_core.viz.textpaths import text_items, text_width
+
+    figure = la_viz.render_chunks(panel_size=panel_size, font_scale=font_scale)
+    spans = sorted(
+        (label.x - text_width(label.text, label.size) / 2, label.x + text_width(label.text, label.size) / 2)
+        for role, label, _ in text_items(figure)
+        if role == "title"
+    )
+    assert len(spans) == 2 and spans[0][0] >= 0 and spans[0][1] < spans[1][0]
+    assert spans[1][1] <= figure.get_figwidth()

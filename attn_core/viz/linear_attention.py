@@ -93,10 +93,16 @@ def render_chunks(**overrides) -> Figure:
     tick_w = text_width(str(length - 1), font)  # the widest heatmap tick label, inches
     top, bottom = 0.1 + 1.9 * em, 0.12 + TICK_IN + PAD_IN + 2.6 * em  # title above; ticks and axis name below
     left = 0.08 + 1.4 * em + TICK_IN + PAD_IN + tick_w  # the y axis name, then its ticks
-    side = max(0.6, panel * 1.35 - top - bottom)  # the square heatmap
+    titles = [localize("decay exp(G_i − G_j); boxes: inside a chunk"), localize("sequential steps")]
+    names = [localize("recurrent"), localize("chunked")]
+    # the square heatmap, at least as wide as its title (a small panel with a large font grows the figure instead
+    # of overprinting), and the bars panel as wide as its title and its two category names
+    side = max(0.6, panel * 1.35 - top - bottom, text_width(titles[0], font))
     bar_x = left + side + 0.12  # the colour bar, its ticks, then the bars panel with its own ticks
     bars_left = bar_x + 0.12 + TICK_IN + PAD_IN + text_width("0.0", font) + 0.3 + text_width(str(length), font)
-    bars_w = max(0.8, panel * 2.4 - bars_left - 0.15)
+    bars_w = max(
+        0.8, panel * 2.4 - bars_left - 0.15, text_width(titles[1], font), 2.6 * max(map(text_width, names, [font] * 2))
+    )
     width, height = bars_left + bars_w + 0.15, top + side + bottom
     figure = Figure(figsize=(width, height), dpi=DPI)
     text = TextBatch()
@@ -122,7 +128,7 @@ def render_chunks(**overrides) -> Figure:
     ticks = [(v, f"{v:.0f}") for v in _CELL_TICKS.tick_values(0, length - 1) if 0 <= v <= length - 1]
     frame_and_ticks(heat, text, ticks, ticks, font)
     centre = left + side / 2
-    text.add(centre, bottom + side + 6 / 72, localize("decay exp(G_i − G_j); boxes: inside a chunk"), font,
+    text.add(centre, bottom + side + 6 / 72, titles[0], font,
              va="bottom", role="title")  # fmt: skip
     text.add(centre, bottom - TICK_IN - PAD_IN - 1.3 * em, localize("key j (written)"), font, va="top", role="xlabel")
     text.add(left - TICK_IN - PAD_IN - tick_w - 0.06, bottom + side / 2, localize("query i (reads)"), font,
@@ -152,9 +158,8 @@ def render_chunks(**overrides) -> Figure:
         text.add(bx, by + 1 / 72, str(count), font, va="bottom", role="value")
     levels = [v for v in _COUNT_TICKS.tick_values(0, length * 1.18) if 0 <= v <= length * 1.18]
     step = levels[1] - levels[0] if len(levels) > 1 else 1.0
-    labels = [localize("recurrent"), localize("chunked")]
-    frame_and_ticks(bars, text, list(enumerate(labels)), [(v, tick_label(v, step)) for v in levels], font)
-    text.add(bars_left + bars_w / 2, bottom + side + 6 / 72, localize("sequential steps"), font, va="bottom",
+    frame_and_ticks(bars, text, list(enumerate(names)), [(v, tick_label(v, step)) for v in levels], font)
+    text.add(bars_left + bars_w / 2, bottom + side + 6 / 72, titles[1], font, va="bottom",
              role="title")  # fmt: skip
     text.draw(bars, transform=figure.dpi_scale_trans)
     return figure
