@@ -7,7 +7,8 @@
    Python, with each explorer's own panel size), median over 20 redraws, as wall time and as
    CPU time of this process (the course machine is shared: CPU time hardly moves when other
    processes load it, wall time does). Then the single map against the 8-head grids: a grid
-   must stay within 2x a single map.
+   must stay within 2x a single map. (One real control move of every explorer, the README's explorer table:
+   ``benchmarks/bench_explorers.py``.)
 
 Run: ``python benchmarks/bench_sdpa_and_render.py`` (about a minute on 2 cores); ``--render-only`` skips part 1.
 """
