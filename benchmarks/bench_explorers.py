@@ -60,7 +60,7 @@ def notebook_explorer(notebook: str, variable: str):
     (source,) = [s for s in sources if f"\n{variable} = " in s]
     namespace = {"torch": torch, "F": F, "math": math, "ac": ac, "widgets": widgets, "Figure": Figure}
     namespace.update(F64=torch.float64, localize=localize)
-    exec(compile(source, f"{notebook}:{variable}", "exec"), namespace)  # noqa: S102: the repository's own notebook
+    exec(compile(source, f"{notebook}:{variable}", "exec"), namespace)  # noqa: S102  (exec: the repository's own notebook cell)
     return namespace[variable]
 
 
@@ -88,13 +88,25 @@ CASES = [
     ("sparse masks (09b): tokens", sparse.sparse_mask_explorer, "seq_len", (32, 48)),
     ("sampling (11): top-p, 262,144 tokens", sampling_on_gemma_vocab, "top_p", (0.9, 0.5)),
     ("kernel schedule (12b): program", kernel_schedule.schedule_explorer, "program", (1, 2)),
-    ("sinks (12c): sink logit", lambda: notebook_explorer("12c_attention_sinks_and_gates.ipynb", "sink_explorer"),
-     "sink_logit", (1.0, 2.0)),  # fmt: skip
+    (
+        "sinks (12c): sink logit",
+        lambda: notebook_explorer("12c_attention_sinks_and_gates.ipynb", "sink_explorer"),
+        "sink_logit",
+        (1.0, 2.0),
+    ),
     ("chunks (12d): chunk size", linear_attention.chunk_explorer, "chunk_size", (4, 8)),
-    ("streaming (13): window", lambda: notebook_explorer("13_serving_caches.ipynb", "streaming_explorer"),
-     "window", (4, 5)),  # fmt: skip
-    ("memory budget (13b): context", lambda: notebook_explorer("13b_serving_engine.ipynb", "memory_explorer"),
-     "context", (8192, 16384)),  # fmt: skip
+    (
+        "streaming (13): window",
+        lambda: notebook_explorer("13_serving_caches.ipynb", "streaming_explorer"),
+        "window",
+        (4, 5),
+    ),
+    (
+        "memory budget (13b): context",
+        lambda: notebook_explorer("13b_serving_engine.ipynb", "memory_explorer"),
+        "context",
+        (8192, 16384),
+    ),
 ]
 
 
