@@ -39,13 +39,17 @@ from matplotlib.figure import Figure  # noqa: E402
 import attn_core as ac  # noqa: E402
 from attn_core.i18n import localize  # noqa: E402
 from attn_core.viz import (  # noqa: E402
+    chunked,
+    kda,
     kernel_schedule,
+    lightning,
     linear_attention,
     mla,
     rope,
     rope_scaling,
     sampling,
     sparse,
+    ssd,
     tiles,
     widgets,
 )
@@ -87,6 +91,7 @@ CASES = [
     ("mla cache (09): latent rank", mla.mla_cache_explorer, "kv_lora_rank", (512, 256)),
     ("sparse masks (09b): tokens", sparse.sparse_mask_explorer, "seq_len", (32, 48)),
     ("sampling (11): top-p, 262,144 tokens", sampling_on_gemma_vocab, "top_p", (0.9, 0.5)),
+    ("chunked masks (11c): query", chunked.chunked_explorer, "query", (9, 10)),
     ("kernel schedule (12b): program", kernel_schedule.schedule_explorer, "program", (1, 2)),
     (
         "sinks (12c): sink logit",
@@ -95,6 +100,9 @@ CASES = [
         (1.0, 2.0),
     ),
     ("chunks (12d): chunk size", linear_attention.chunk_explorer, "chunk_size", (4, 8)),
+    ("forgetting (12e): length", kda.forgetting_explorer, "length", (32, 33)),
+    ("duality (12f): position", ssd.duality_explorer, "position", (12, 13)),
+    ("blocks (12g): position", lightning.block_explorer, "position", (13, 14)),
     (
         "streaming (13): window",
         lambda: notebook_explorer("13_serving_caches.ipynb", "streaming_explorer"),
