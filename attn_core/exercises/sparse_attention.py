@@ -29,6 +29,7 @@ from collections.abc import Callable
 import torch
 
 from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = [
     "check_index_scores",
@@ -44,11 +45,15 @@ __all__ = [
 
 def _tensor_problem(answer, expected: torch.Tensor, what: str) -> str | None:
     if not isinstance(answer, torch.Tensor):
-        return f"return a torch.Tensor ({what}, shape {tuple(expected.shape)}), got {type(answer).__name__}."
+        return _("return a torch.Tensor ({what}, shape {shape}), got {type}.").format(
+            what=what, shape=tuple(expected.shape), type=type(answer).__name__
+        )
     if tuple(answer.shape) != tuple(expected.shape):
-        return f"{what} has shape {tuple(answer.shape)}, expected {tuple(expected.shape)}."
+        return _("{what} has shape {got}, expected {shape}.").format(
+            what=what, got=tuple(answer.shape), shape=tuple(expected.shape)
+        )
     if answer.dtype != expected.dtype:
-        return f"{what} has dtype {answer.dtype}, expected {expected.dtype}."
+        return _("{what} has dtype {got}, expected {dtype}.").format(what=what, got=answer.dtype, dtype=expected.dtype)
     return None
 
 
@@ -101,32 +106,41 @@ def _score_mistakes(q, k, w) -> list[tuple[torch.Tensor, str]]:
     return [
         (
             (softmaxed * torch.relu(dots)).sum(1) / math.sqrt(dim),
-            "you took a softmax over the head weights: DeepSeek scales them by 1/sqrt(num_heads) and keeps their "
-            "signs (no softmax); only the ranking matters, and a head may vote against a key.",
+            _(
+                "you took a softmax over the head weights: DeepSeek scales them by 1/sqrt(num_heads) and keeps their "
+                "signs (no softmax); only the ranking matters, and a head may vote against a key."
+            ),
         ),
         (
             index_scores(q, k, torch.softmax(w, dim=-1)),
-            "you took a softmax over the head weights: DeepSeek scales them by 1/sqrt(num_heads) and keeps their "
-            "signs (no softmax); only the ranking matters, and a head may vote against a key.",
+            _(
+                "you took a softmax over the head weights: DeepSeek scales them by 1/sqrt(num_heads) and keeps their "
+                "signs (no softmax); only the ranking matters, and a head may vote against a key."
+            ),
         ),
         (
             (weighted * dots).sum(1) / math.sqrt(heads * dim),
-            "you forgot the ReLU on each head's q · k: a head that does not care about a key would then vote "
-            "against it.",
+            _(
+                "you forgot the ReLU on each head's q · k: a head that does not care about a key would then vote "
+                "against it."
+            ),
         ),
         (
             torch.relu((weighted * dots).sum(1)) / math.sqrt(heads * dim),
-            "you applied the ReLU after summing the heads: it belongs on each head's q · k, before the weighted sum.",
+            _(
+                "you applied the ReLU after summing the heads: it belongs on each head's q · k, before the "
+                "weighted sum."
+            ),
         ),
         (
             (weighted * torch.relu(dots)).sum(1) / math.sqrt(dim),
-            "you forgot to scale the head weights by 1/sqrt(num_heads).",
+            _("you forgot to scale the head weights by 1/sqrt(num_heads)."),
         ),
         (
             (weighted * torch.relu(dots)).sum(1) / math.sqrt(heads),
-            "you forgot the 1/sqrt(head_dim) scale of q · k.",
+            _("you forgot the 1/sqrt(head_dim) scale of q · k."),
         ),
-        ((weighted * torch.relu(dots)).sum(1), "you forgot both scales: 1/sqrt(num_heads) and 1/sqrt(head_dim)."),
+        ((weighted * torch.relu(dots)).sum(1), _("you forgot both scales: 1/sqrt(num_heads) and 1/sqrt(head_dim).")),
         (
             (weighted * torch.relu(dots).softmax(dim=1)).sum(1) / math.sqrt(heads * dim),
             _HEAD_SOFTMAX_SCORES,
@@ -138,11 +152,11 @@ def _score_mistakes(q, k, w) -> list[tuple[torch.Tensor, str]]:
     ]
 
 
-_HEAD_SOFTMAX_SCORES = (
+_HEAD_SOFTMAX_SCORES = _(
     "you took a softmax over the heads of the per-head scores relu(q_h · k): the indexer weights each head by "
     "head_weights[h] / sqrt(num_heads) and sums, with no normalisation across the heads."
 )
-_LOST_SIGNS = (
+_LOST_SIGNS = _(
     "your head weights lost their signs: with every head weight negative, every score must be <= 0 (each head "
     "votes against the key), and yours are >= 0. A softmax over the heads (or exp, sigmoid) makes the weights "
     "positive; DeepSeek only scales them by 1/sqrt(num_heads) (no softmax)."
@@ -163,17 +177,17 @@ def _sign_probe(fn: Callable, q: torch.Tensor, k: torch.Tensor, w: torch.Tensor)
     return None
 
 
-@never_raises("the indexer's scores")
+@never_raises(_("the indexer's scores"))
 def check_index_scores(fn: Callable) -> bool:
     """``fn(q, k, head_weights)``: ``q (B, H, Lq, D)`` the indexer's rotated queries, ``k (B, Lk, D)`` the one
     shared rotated key per token, ``head_weights (B, Lq, H)`` = ``weights_proj(x)``. Return ``(B, Lq, Lk)``."""
-    name = "the indexer's scores"
+    name = _("the indexer's scores")
     for q, k, w in _score_cases():
         answer, problem = call_learner(fn, q.clone(), k.clone(), w.clone())
         if problem is not None:
             return feedback(name, problem)
         expected = index_scores(q, k, w)
-        problem = _tensor_problem(answer, expected, "the scores")
+        problem = _tensor_problem(answer, expected, _("the scores"))
         if problem is not None:
             return feedback(name, problem)
         if _same(answer, expected):
@@ -182,7 +196,7 @@ def check_index_scores(fn: Callable) -> bool:
         return feedback(
             name,
             diagnosis
-            or "the scores differ from Σ_h head_weights[h] / sqrt(num_heads) · relu(q_h · k) / sqrt(head_dim).",
+            or _("the scores differ from Σ_h head_weights[h] / sqrt(num_heads) · relu(q_h · k) / sqrt(head_dim)."),
         )
     return feedback(name, None)
 
@@ -216,40 +230,46 @@ def _rope_mistakes(t, positions, rope_dim, base) -> list[tuple[torch.Tensor, str
     return [
         (
             torch.cat([_rotate(first, positions, base, "interleaved"), rest], dim=-1),
-            "you rotated interleaved pairs (2i, 2i + 1), MLA's layout: the indexer rotates rotate-half pairs "
-            "(i, i + rope_dim/2).",
+            _(
+                "you rotated interleaved pairs (2i, 2i + 1), MLA's layout: the indexer rotates rotate-half pairs "
+                "(i, i + rope_dim/2)."
+            ),
         ),
         (
             torch.cat([head, _rotate(last, positions, base, "half")], dim=-1),
-            "you rotated the LAST rope_dim features (where MLA and V4 put their rotary part): the V3.2 indexer "
-            "rotates the FIRST rope_dim features.",
+            _(
+                "you rotated the LAST rope_dim features (where MLA and V4 put their rotary part): the V3.2 indexer "
+                "rotates the FIRST rope_dim features."
+            ),
         ),
         (
             torch.cat([head, _rotate(last, positions, base, "interleaved")], dim=-1),
-            "you rotated the last rope_dim features in interleaved pairs, as MLA does: the indexer rotates the "
-            "FIRST rope_dim features in rotate-half pairs (i, i + rope_dim/2).",
+            _(
+                "you rotated the last rope_dim features in interleaved pairs, as MLA does: the indexer rotates the "
+                "FIRST rope_dim features in rotate-half pairs (i, i + rope_dim/2)."
+            ),
         ),
         (
             _rotate(t, positions, base, "half"),
-            "you rotated every feature: only the first rope_dim are rotated, the rest pass through.",
+            _("you rotated every feature: only the first rope_dim are rotated, the rest pass through."),
         ),
-        (t.clone(), "nothing was rotated: rotate the first rope_dim features at the given positions."),
+        (t.clone(), _("nothing was rotated: rotate the first rope_dim features at the given positions.")),
         (
             torch.cat([_rotate(first, torch.arange(t.shape[-2]), base, "half"), rest], dim=-1),
-            "you rotated at positions 0, 1, 2, …: use the given positions (a decode step starts after the cache).",
+            _("you rotated at positions 0, 1, 2, …: use the given positions (a decode step starts after the cache)."),
         ),
         (
             torch.cat([_rotate(first, positions, 10000.0, "half"), rest], dim=-1),
-            "you ignored base: the frequencies are base^(-2i/rope_dim).",
+            _("you ignored base: the frequencies are base^(-2i/rope_dim)."),
         ),
     ]
 
 
-@never_raises("the indexer's RoPE")
+@never_raises(_("the indexer's RoPE"))
 def check_indexer_rope(fn: Callable) -> bool:
     """``fn(t, positions, rope_dim, base)``: ``t (B, H, L, D)``, ``positions (L,)``. Return ``t`` with its first
     ``rope_dim`` features rotated as DeepSeek-V3.2's indexer does (rotate-half pairs), the rest unchanged."""
-    name = "the indexer's RoPE"
+    name = _("the indexer's RoPE")
     g = torch.Generator().manual_seed(7)
     for shape, rope_dim, start, base in (((2, 3, 4, 10), 6, 5, 10000.0), ((1, 2, 3, 8), 4, 2, 500.0)):
         t = torch.randn(*shape, dtype=torch.float64, generator=g)  # (B, H, L, D)
@@ -258,12 +278,12 @@ def check_indexer_rope(fn: Callable) -> bool:
         if problem is not None:
             return feedback(name, problem)
         expected = indexer_rope(t, positions, rope_dim, base)
-        problem = _tensor_problem(answer, expected, "the rotated tensor")
+        problem = _tensor_problem(answer, expected, _("the rotated tensor"))
         if problem is not None:
             return feedback(name, problem)
         if not _same(answer, expected):
             diagnosis = _first_match(answer, _rope_mistakes(t, positions, rope_dim, base))
-            return feedback(name, diagnosis or "the rotation differs from rotate-half RoPE on the first features.")
+            return feedback(name, diagnosis or _("the rotation differs from rotate-half RoPE on the first features."))
     return feedback(name, None)
 
 
@@ -291,30 +311,36 @@ def _picks_mistakes(scores, topk, start) -> list[tuple[torch.Tensor, str]]:
     return [
         (
             masked,
-            "a query that sees fewer than topk keys got hidden (-inf) keys among its picks: mark those picks -1.",
+            _("a query that sees fewer than topk keys got hidden (-inf) keys among its picks: mark those picks -1."),
         ),
         (
             scores.topk(k, dim=-1).indices,
-            "your picks include future keys: mask the keys after each query's position (-inf) before the top-k.",
+            _("your picks include future keys: mask the keys after each query's position (-inf) before the top-k."),
         ),
         (
             top_left.masked_fill(best == -math.inf, -1),
-            "your causal mask is not offset: query i of this chunk sits at position start + i, and the keys "
-            "0 .. start - 1 (the index keys of earlier tokens, from the cache) are all in its past.",
+            _(
+                "your causal mask is not offset: query i of this chunk sits at position start + i, and the keys "
+                "0 .. start - 1 (the index keys of earlier tokens, from the cache) are all in its past."
+            ),
         ),
         (
             top_left,
-            "your causal mask is not offset: query i of this chunk sits at position start + i, and the keys "
-            "0 .. start - 1 (the index keys of earlier tokens, from the cache) are all in its past.",
+            _(
+                "your causal mask is not offset: query i of this chunk sits at position start + i, and the keys "
+                "0 .. start - 1 (the index keys of earlier tokens, from the cache) are all in its past."
+            ),
         ),
         (
             masked.masked_fill(masked_best == -math.inf, -1).flip(-1),
-            "your picks are in the wrong order: best (highest score) first.",
+            _("your picks are in the wrong order: best (highest score) first."),
         ),
         (
             _own_key_hidden(scores, k, start),
-            "a query hid its own key: the query at position start + i may read keys 0 .. start + i (itself "
-            "included); mask only the keys after it (key > position), not key >= position.",
+            _(
+                "a query hid its own key: the query at position start + i may read keys 0 .. start + i (itself "
+                "included); mask only the keys after it (key > position), not key >= position."
+            ),
         ),
     ]
 
@@ -333,41 +359,53 @@ def _short_row_problem(answer, scores: torch.Tensor, topk: int) -> str | None:
     if topk <= k_len:
         return None
     if isinstance(answer, torch.Tensor) and answer.ndim == 3 and answer.shape[-1] == topk:
-        return (
-            f"with {k_len} keys and topk={topk} you returned {topk} picks per query: a row has only {k_len} keys, "
-            f"so return min(topk, Lk) = {k_len} columns; -1 marks a hidden key, not a missing one."
-        )
+        return _(
+            "with {keys} keys and topk={topk} you returned {got} picks per query: a row has only {keys2} keys, "
+            "so return min(topk, Lk) = {k} columns; -1 marks a hidden key, not a missing one."
+        ).format(keys=k_len, topk=topk, got=topk, keys2=k_len, k=k_len)
     return None
 
 
-@never_raises("causal top-k picks")
+@never_raises(_("causal top-k picks"))
 def check_top_k_picks(fn: Callable) -> bool:
     """``fn(scores, topk, start)``: ``scores (B, Lq, Lk)`` of queries at positions ``start .. start + Lq - 1``
     against keys at ``0 .. Lk - 1``. Return ``(B, Lq, min(topk, Lk))`` int64 key indices, best first, ``-1``
     for picks of hidden (future) keys."""
-    name = "causal top-k picks"
+    name = _("causal top-k picks")
     g = torch.Generator().manual_seed(3)
     # the last two: fewer keys than topk (the first decode steps), where topk(topk) fails or pads
     for batch, q_len, start, topk in ((2, 5, 0, 3), (1, 3, 6, 4), (2, 1, 7, 5), (2, 2, 0, 6), (1, 1, 1, 6)):
         scores = torch.randn(batch, q_len, start + q_len, dtype=torch.float64, generator=g)  # (B, Lq, Lk)
         answer, problem = call_learner(fn, scores.clone(), topk, start)
         if problem is not None and topk > start + q_len and problem.startswith("your function raised"):
-            problem = problem.rstrip(".") + (
-                f". With {start + q_len} keys and topk={topk} (a row at the start of decoding), take "
-                "min(topk, Lk) picks."
+            hint = (
+                _(
+                    "{problem} With {keys} keys and topk={topk} (a row at the start of decoding), take "
+                    "min(topk, Lk) picks."
+                )
+                if problem.endswith(".")
+                else _(
+                    "{problem}. With {keys} keys and topk={topk} (a row at the start of decoding), take "
+                    "min(topk, Lk) picks."
+                )
             )
+            problem = hint.format(problem=problem, keys=start + q_len, topk=topk)
         if problem is not None:
             return feedback(name, problem)
         expected = top_k_picks(scores, topk, start)
         integer = isinstance(answer, torch.Tensor) and not (answer.is_floating_point() or answer.is_complex())
         if integer and answer.dtype != torch.bool:
             answer = answer.long()  # int32 (Hugging Face's) is as right as int64
-        problem = _short_row_problem(answer, scores, topk) or _tensor_problem(answer, expected, "the picks")
+        problem = _short_row_problem(answer, scores, topk) or _tensor_problem(answer, expected, _("the picks"))
         if problem is not None:
             return feedback(name, problem)
         if not torch.equal(answer, expected):
             diagnosis = _first_match(answer, _picks_mistakes(scores, topk, start))
-            return feedback(name, diagnosis or f"for start={start}, topk={topk} your picks differ from the top-k.")
+            return feedback(
+                name,
+                diagnosis
+                or _("for start={start}, topk={topk} your picks differ from the top-k.").format(start=start, topk=topk),
+            )
     return feedback(name, None)
 
 
@@ -383,17 +421,17 @@ def visible_entries(positions: torch.Tensor, num_entries: int, compress_rate: in
     return (entry + 1) * compress_rate <= positions[:, None] + 1  # (Lq, T)
 
 
-@never_raises("visible compressed entries")
+@never_raises(_("visible compressed entries"))
 def check_visible_entries(fn: Callable) -> bool:
     """``fn(positions, num_entries, compress_rate)``: ``positions (Lq,)`` of the queries. Return a boolean
     ``(Lq, num_entries)``: True where the query may read that compressed entry."""
-    name = "visible compressed entries"
+    name = _("visible compressed entries")
     for positions, num_entries, rate in ((torch.arange(12), 3, 4), (torch.tensor([5, 6, 7, 8, 9]), 4, 2)):
         answer, problem = call_learner(fn, positions.clone(), num_entries, rate)
         if problem is not None:
             return feedback(name, problem)
         expected = visible_entries(positions, num_entries, rate)
-        problem = _tensor_problem(answer, expected, "the visibility mask")
+        problem = _tensor_problem(answer, expected, _("the visibility mask"))
         if problem is not None:
             return feedback(name, problem)
         if torch.equal(answer, expected):
@@ -402,20 +440,25 @@ def check_visible_entries(fn: Callable) -> bool:
         mistakes = [
             (
                 entry * rate <= t,
-                "an entry is visible too early: entry w pools tokens w·m .. (w+1)·m - 1, so a query at position t "
-                "may read it only once its window has closed, (w + 1)·m <= t + 1; before that it would see the "
-                "future.",
+                _(
+                    "an entry is visible too early: entry w pools tokens w·m .. (w+1)·m - 1, so a query at position t "
+                    "may read it only once its window has closed, (w + 1)·m <= t + 1; before that it would see the "
+                    "future."
+                ),
             ),
-            (entry * rate < t, "an entry is visible too early: it needs its whole window, (w + 1)·m <= t + 1."),
+            (entry * rate < t, _("an entry is visible too early: it needs its whole window, (w + 1)·m <= t + 1.")),
             (
                 (entry + 1) * rate <= t,
-                "one token late: the query at t = (w + 1)·m - 1 is the window's last token, and may already read it.",
+                _(
+                    "one token late: the query at t = (w + 1)·m - 1 is the window's last token, and may "
+                    "already read it."
+                ),
             ),
             (
                 (entry + 1) * rate < t,
-                "too late: an entry is visible as soon as its window has closed, (w + 1)·m <= t + 1.",
+                _("too late: an entry is visible as soon as its window has closed, (w + 1)·m <= t + 1."),
             ),
         ]
         diagnosis = _first_match(answer, mistakes)
-        return feedback(name, diagnosis or "True where (w + 1) · compress_rate <= t + 1.")
+        return feedback(name, diagnosis or _("True where (w + 1) · compress_rate <= t + 1."))
     return feedback(name, None)
