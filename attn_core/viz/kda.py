@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from matplotlib.collections import LineCollection
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
 from attn_core.i18n import localize
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel, to_inches
+from attn_core.viz.plotting import _Heatmap
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import _STYLE, DEFAULTS, Explorer, merge_params
 
 __all__ = [
@@ -75,29 +80,60 @@ def render_forgetting(**overrides) -> Figure:
     channel_kept = kept_until_end(per_channel)  # (L, Dk)
     font = 9 * p["font_scale"]
     panel = p["panel_size"]
-    # Fixed margins, no layout engine: constrained layout measured every tick label on each redraw (~300 ms)
-    figure = Figure(figsize=(panel * 2.5, panel * 1.2), dpi=DPI)
-    figure.subplots_adjust(left=0.08, right=0.86, bottom=0.17, top=0.88, wspace=0.06)
-    axes = figure.subplots(1, 2, sharey=True)
-    ticks_x = sorted({0, (p["length"] - 1) // 2, p["length"] - 1})  # three ticks: fewer labels to lay out
-    ticks_y = sorted({0, p["head_k_dim"] - 1})
-    scale = dict(vmin=0.0, vmax=1.0) if p["fixed_scale"] else {}
+    # Fixed margins, no layout engine (constrained layout measured every tick label on each redraw, ~300 ms), and no
+    # matplotlib ticks or Text (viz.lite_axes, glyph-path text: they were most of the remaining ~120 ms)
+    width, height = panel * 2.5, panel * 1.2
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    left, right, bottom, top = 0.08 * width, 0.86 * width, 0.17 * height, 0.88 * height  # subplots_adjust's box
+    panel_w = (right - left) / 2.06  # two panels, wspace 0.06
+    length, channels = p["length"], p["head_k_dim"]
+    ticks_x = sorted({0, (length - 1) // 2, length - 1})  # three ticks: fewer labels to lay out
+    ticks_y = sorted({0, channels - 1})
+    norm = Normalize(0.0, 1.0) if p["fixed_scale"] else None
     titles = ("Gated DeltaNet: one decay per token", "KDA: one decay per token and key channel")
-    for ax, kept, title in zip(axes, (token_kept, channel_kept), titles, strict=True):
-        image = ax.imshow(kept.T.numpy(), cmap="viridis", aspect="auto", **scale)  # rows: channels, columns: tokens
-        ax.set_title(localize(title), fontsize=font)
-        ax.set_xlabel(localize("token t (pair written)"), fontsize=font)
-        ax.set_xticks(ticks_x)
-        ax.set_yticks(ticks_y)
-        ax.tick_params(labelsize=font)
-        if p["values"] and p["length"] * p["head_k_dim"] <= 128:
-            for c in range(p["head_k_dim"]):
-                for t in range(p["length"]):
-                    ax.text(t, c, f"{kept[t, c]:.1f}", ha="center", va="center", fontsize=font * 0.6, color="w")
-    axes[0].set_ylabel(localize("key channel (slow → fast)"), fontsize=font)
-    colorbar = figure.colorbar(image, cax=figure.add_axes((0.88, 0.17, 0.02, 0.71)), ticks=[0, 0.5, 1])
-    colorbar.set_label(localize("kept at the last token"), fontsize=font)
-    colorbar.ax.tick_params(labelsize=font)
+    text = TextBatch()
+    for index, (kept, title) in enumerate(zip((token_kept, channel_kept), titles, strict=True)):
+        x0 = left + index * 1.06 * panel_w
+        ax = lite_panel(figure, (x0, bottom, panel_w, top - bottom), (-0.5, length - 0.5), (channels - 0.5, -0.5))
+        cells = kept.T.numpy()  # (Dk, L): rows channels, columns tokens
+        shade = norm or Normalize(float(cells.min()), float(cells.max()))
+        image = _Heatmap(ax, cmap="viridis", norm=shade, extent=(-0.5, length - 0.5, channels - 0.5, -0.5),
+                         origin="upper", interpolation="nearest")  # fmt: skip
+        image.set_data(cells)
+        ax.add_image(image)
+        yticks = [(c, str(c)) for c in ticks_y] if index == 0 else [(c, "") for c in ticks_y]  # sharey: left labels
+        frame_and_ticks(ax, text, [(t, str(t)) for t in ticks_x], yticks, font)
+        text.add(x0 + panel_w / 2, top + 6 / 72, localize(title), font, va="bottom", role="title")
+        text.add(x0 + panel_w / 2, bottom - TICK_IN - PAD_IN - 1.3 * font / 72, localize("token t (pair written)"),
+                 font, va="top", role="xlabel")  # fmt: skip
+        if p["values"] and length * channels <= 128:
+            centres = to_inches(ax, *np.meshgrid(np.arange(length), np.arange(channels)))  # (Dk·L, 2)
+            for (x, y), value in zip(centres, cells.ravel(), strict=True):
+                text.add(x, y, f"{value:.1f}", font * 0.6, color="white", role="value")
+    tick_w = max(text_width(str(c), font) for c in ticks_y)
+    text.add(left - TICK_IN - PAD_IN - tick_w - 4 / 72, (bottom + top) / 2, localize("key channel (slow → fast)"),
+             font, va="bottom", rotation=90, role="ylabel")  # fmt: skip
+    # the colour bar at (0.88, 0.17, 0.02, 0.71) of the figure, ticks 0, 0.5, 1, its label on the right
+    bar_x, bar_w = 0.88 * width, 0.02 * width
+    key_norm = norm or shade
+    key = lite_panel(figure, (bar_x, bottom, bar_w, top - bottom), (0, 1), (key_norm.vmin, key_norm.vmax))
+    ramp = _Heatmap(key, cmap="viridis", norm=key_norm, extent=(0, 1, key_norm.vmin, key_norm.vmax), origin="upper",
+                    interpolation="nearest")  # fmt: skip
+    ramp.set_data(np.linspace(key_norm.vmax, key_norm.vmin, 256)[:, None])  # (256, 1): top row first
+    key.add_image(ramp)
+    levels = [v for v in (0.0, 0.5, 1.0) if key_norm.vmin - 1e-9 <= v <= key_norm.vmax + 1e-9]
+    ys = to_inches(key, 1, levels)[:, 1] if levels else []
+    marks = [[(bar_x + bar_w, y), (bar_x + bar_w + TICK_IN, y)] for y in ys]
+    key_ticks = LineCollection(marks, colors="black", linewidths=0.8, transform=figure.dpi_scale_trans)
+    key_ticks.set_clip_on(False)
+    key.add_collection(key_ticks, autolim=False)
+    for y, value in zip(ys, levels, strict=True):
+        text.add(bar_x + bar_w + TICK_IN + PAD_IN, y, f"{value:.1f}", font, ha="left", role="colorbar")
+    frame_and_ticks(key, text, [], [], font)
+    label_x = bar_x + bar_w + TICK_IN + PAD_IN + text_width("0.0", font) + 6 / 72
+    text.add(label_x, (bottom + top) / 2, localize("kept at the last token"), font, va="top", rotation=90,
+             role="colorbar-label")  # fmt: skip
+    text.draw(key, transform=figure.dpi_scale_trans)
     return figure
 
 
