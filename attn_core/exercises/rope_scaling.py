@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 from attn_core.exercises import call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = ["check_yarn_inv_freq", "check_yarn_weights", "check_partial_rope", "reference_yarn_inv_freq"]
 
@@ -61,11 +62,15 @@ def reference_yarn_inv_freq(
 
 def _tensor_problem(answer, shape: tuple[int, ...], what: str) -> str | None:
     if not isinstance(answer, torch.Tensor):
-        return f"expected a torch.Tensor ({what}, shape {shape}), got {type(answer).__name__}."
+        return _("expected a torch.Tensor ({what}, shape {shape}), got {type}.").format(
+            what=what, shape=shape, type=type(answer).__name__
+        )
     if tuple(answer.shape) != shape:
-        return f"wrong shape {tuple(answer.shape)} for {what}: expected {shape}."
+        return _("wrong shape {shape} for {what}: expected {expected}.").format(
+            shape=tuple(answer.shape), what=what, expected=shape
+        )
     if not answer.is_floating_point() or not torch.isfinite(answer).all():
-        return f"{what} must be a finite floating-point tensor."
+        return _("{what} must be a finite floating-point tensor.").format(what=what)
     return None
 
 
@@ -74,43 +79,43 @@ def _close(answer: torch.Tensor, expected: torch.Tensor, rtol: float = 1e-9, ato
 
 
 # ----------------------------------------------------------------------------- exercise 1: YaRN's frequencies
-RAMP_OVER_FEATURES = (
+RAMP_OVER_FEATURES = _(
     "the ramp was evaluated at the feature index 2i (torch.arange(0, D, 2)) instead of the pair index i: YaRN's "
     "correction range [low, high] counts pairs (it solves rotations(i) = beta for i), so the ramp runs over "
     "torch.arange(D // 2)."
 )
-RAMP_SWAPPED = (
+RAMP_SWAPPED = _(
     "the ramp's ends are swapped: the fast pairs (many turns in the old context, small i) must keep their frequency "
     "and the slow pairs (less than beta_slow turns) must be divided by factor, not the other way round."
 )
-RAMP_NOT_CLAMPED = (
+RAMP_NOT_CLAMPED = _(
     "the ramp is not clamped: (i - low) / (high - low) goes below 0 and above 1 outside the band; clamp it to "
     "[0, 1] (torch.clamp), or the fast pairs speed up and the slow ones are stretched more than factor."
 )
-NOT_TRUNCATED = (
+NOT_TRUNCATED = _(
     "the correction range was not truncated: with truncate=True (the default, and DeepSeek's and Qwen's configs) "
     "low is rounded down (math.floor) and high up (math.ceil); only gpt-oss ships truncate=False."
 )
-ALL_INTERPOLATED = (
+ALL_INTERPOLATED = _(
     "every pair was divided by factor: that is position interpolation. YaRN keeps the fast pairs (more than "
     "beta_fast turns in the old context) unchanged and divides only the slow ones."
 )
-NOT_SCALED = "your frequencies are plain RoPE's, base^(-2i/D): YaRN divides the slow pairs by factor."
-FLOAT32 = (
+NOT_SCALED = _("your frequencies are plain RoPE's, base^(-2i/D): YaRN divides the slow pairs by factor.")
+FLOAT32 = _(
     "computed in float32: the frequencies are off by {error:.0e} relative. Compute them in float64 "
     "(dtype=torch.float64), angles too: at position 131,000 float32 angles are off by up to ~8e-3 rad."
 )
 YARN_CASES = [(64, 10000.0, 40.0, 4096), (128, 500000.0, 8.0, 8192), (32, 10000.0, 4.0, 2048)]
 
 
-@never_raises("YaRN's inverse frequencies")
+@never_raises(_("YaRN's inverse frequencies"))
 def check_yarn_inv_freq(fn: Callable) -> bool:
     """``fn(head_dim, base, factor, original_max_position_embeddings) -> inv_freq (head_dim/2,)`` (betas 32, 1)."""
-    name = "YaRN's inverse frequencies"
+    name = _("YaRN's inverse frequencies")
     for head_dim, base, factor, old_len in YARN_CASES:
         answer, problem = call_learner(fn, head_dim, base, factor, old_len)
         if problem is None:
-            problem = _tensor_problem(answer, (head_dim // 2,), "inv_freq")
+            problem = _tensor_problem(answer, (head_dim // 2,), _("inv_freq"))
         if problem is not None:
             return feedback(name, problem)
         expected = reference_yarn_inv_freq(head_dim, base, factor, old_len)  # (D/2,)
@@ -135,31 +140,33 @@ def check_yarn_inv_freq(fn: Callable) -> bool:
             return feedback(name, FLOAT32.format(error=relative))
         return feedback(
             name,
-            f"head_dim {head_dim}, base {base:g}, factor {factor:g}, original context {old_len}: inv_freq is off by "
-            f"up to {relative:.1e} relative. Build it as (1 - ramp) / base^(2i/D) + ramp / (factor · base^(2i/D)), "
-            "with the ramp clamp((i - low) / (high - low), 0, 1) over pairs.",
+            _(
+                "head_dim {d}, base {base}, factor {factor}, original context {n}: inv_freq is off by up to "
+                "{error} relative. Build it as (1 - ramp) / base^(2i/D) + ramp / (factor · base^(2i/D)), with "
+                "the ramp clamp((i - low) / (high - low), 0, 1) over pairs."
+            ).format(d=head_dim, base=f"{base:g}", factor=f"{factor:g}", n=old_len, error=f"{relative:.1e}"),
         )
     return feedback(name, None)
 
 
 # ----------------------------------------------------------------------------- exercise 2: the temperature
-TEMPERATURE_ONCE = (
+TEMPERATURE_ONCE = _(
     "the temperature was applied once (to q only, or as g on the logits): YaRN multiplies cos AND sin by "
     "g = 0.1·ln(s) + 1, so q and k both grow by g and every score by g²."
 )
-TEMPERATURE_TWICE = (
+TEMPERATURE_TWICE = _(
     "the temperature was applied twice: g on cos/sin (both q and k) already multiplies each score by g²; "
     "multiplying the logits by g² again gives g⁴."
 )
-TEMPERATURE_MISSING = "no temperature: with YaRN every score is multiplied by g² = (0.1·ln(s) + 1)²."
-TEMPERATURE_DIVIDED = (
+TEMPERATURE_MISSING = _("no temperature: with YaRN every score is multiplied by g² = (0.1·ln(s) + 1)².")
+TEMPERATURE_DIVIDED = _(
     "the temperature divides the scores: YaRN makes the softmax sharper over a longer context, so the scores are "
     "multiplied by g², not divided."
 )
-TEMPERATURE_LOG10 = "g uses log10: YaRN's temperature is 0.1·ln(s) + 1 with the natural log (math.log)."
-TEMPERATURE_NO_ONE = "g lost its + 1: YaRN's temperature is 0.1·ln(s) + 1 (1 when s = 1, no stretch)."
-NOT_CAUSAL = "the weights are not causal: a query may not attend to a later key (mask with tril)."
-WEIGHTS_GENERIC = (
+TEMPERATURE_LOG10 = _("g uses log10: YaRN's temperature is 0.1·ln(s) + 1 with the natural log (math.log).")
+TEMPERATURE_NO_ONE = _("g lost its + 1: YaRN's temperature is 0.1·ln(s) + 1 (1 when s = 1, no stretch).")
+NOT_CAUSAL = _("the weights are not causal: a query may not attend to a later key (mask with tril).")
+WEIGHTS_GENERIC = _(
     "factor {factor:g}: your weights differ from softmax(q·kᵀ · g² / √D) (causal) by {error:.1e}, "
     "g = 0.1·ln(factor) + 1."
 )
@@ -173,17 +180,17 @@ def _weights(q: torch.Tensor, k: torch.Tensor, multiplier: float, causal: bool =
     return scores.softmax(-1)  # (H, L, L)
 
 
-@never_raises("YaRN's attention temperature")
+@never_raises(_("YaRN's attention temperature"))
 def check_yarn_weights(fn: Callable) -> bool:
     """``fn(q, k, factor) -> weights (H, L, L)``: causal softmax with YaRN's temperature; q, k already rotated."""
-    name = "YaRN's attention temperature"
+    name = _("YaRN's attention temperature")
     generator = torch.Generator().manual_seed(22)
     for factor in (40.0, 4.0):
         q = torch.randn(2, 6, 8, dtype=F64, generator=generator)  # (H, L, D)
         k = torch.randn(2, 6, 8, dtype=F64, generator=generator)  # (H, L, D)
         answer, problem = call_learner(fn, q.clone(), k.clone(), factor)
         if problem is None:
-            problem = _tensor_problem(answer, (2, 6, 6), "the attention weights")
+            problem = _tensor_problem(answer, (2, 6, 6), _("the attention weights"))
         if problem is not None:
             return feedback(name, problem)
         g = 0.1 * math.log(factor) + 1
@@ -209,27 +216,27 @@ def check_yarn_weights(fn: Callable) -> bool:
 
 
 # ----------------------------------------------------------------------------- exercise 3: partial RoPE
-EXPONENT_OVER_HEAD_DIM = (
+EXPONENT_OVER_HEAD_DIM = _(
     "the exponent runs over head_dim: with partial RoPE pair i turns by base^(-2i / rotary_dim), rotary_dim = "
     "int(head_dim · partial_rotary_factor), so the rotated features span the same frequencies as a full head."
 )
-ROTATED_EVERYTHING = (
+ROTATED_EVERYTHING = _(
     "every feature was rotated: only the first rotary_dim = int(head_dim · partial_rotary_factor) features turn; "
     "the rest pass through unchanged."
 )
-PAIRS_ACROSS_HEAD = (
+PAIRS_ACROSS_HEAD = _(
     "rotate-half pairs were taken across the whole head, (i, i + head_dim/2): with partial RoPE the pairs live "
     "inside the rotated part, (i, i + rotary_dim/2), and features rotary_dim: are left alone."
 )
-ROTATED_THE_END = (
+ROTATED_THE_END = _(
     "the wrong features were rotated: Hugging Face (StableLM, Phi, Qwen3-Next) rotates the FIRST rotary_dim "
     "features, x[..., :rotary_dim], and passes x[..., rotary_dim:] through."
 )
-PARTIAL_FLOAT32 = (
+PARTIAL_FLOAT32 = _(
     "the angles were computed in float32: your answer is off by {error:.0e}, and at position 131,000 float32 angles "
     "are off by up to ~8e-3 rad. Compute positions·θ in float64 and cast only cos and sin to x.dtype."
 )
-PARTIAL_GENERIC = (
+PARTIAL_GENERIC = _(
     "head_dim {head_dim}, partial_rotary_factor {factor:g}, positions from {start}: your answer is off by {error:.1e}."
 )
 PARTIAL_CASES = [(80, 0.4, 0, 10000.0), (64, 0.25, 131_000, 10000.0), (16, 1.0, 5, 500.0), (24, 0.5, 131_000, 1e6)]
@@ -250,17 +257,17 @@ def _partial(x, positions, base, rotary_dim, *, exponent_dim=None, start_feature
     return out  # (..., L, D)
 
 
-@never_raises("partial RoPE")
+@never_raises(_("partial RoPE"))
 def check_partial_rope(fn: Callable) -> bool:
     """``fn(x, positions, base, partial_rotary_factor) -> x rotated (..., L, D)``, rotate-half inside rotary_dim."""
-    name = "partial RoPE"
+    name = _("partial RoPE")
     generator = torch.Generator().manual_seed(23)
     for head_dim, factor, start, base in PARTIAL_CASES:
         x = torch.randn(2, 5, head_dim, dtype=F64, generator=generator)  # (H, L, D)
         positions = torch.arange(start, start + 5)  # (L,)
         answer, problem = call_learner(fn, x.clone(), positions.clone(), base, factor)
         if problem is None:
-            problem = _tensor_problem(answer, tuple(x.shape), "the rotated x")
+            problem = _tensor_problem(answer, tuple(x.shape), _("the rotated x"))
         if problem is not None:
             return feedback(name, problem)
         rotary_dim = int(head_dim * factor)
