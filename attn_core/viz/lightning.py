@@ -14,10 +14,17 @@ import math
 
 import numpy as np
 import torch
+from matplotlib.collections import LineCollection
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from attn_core.i18n import localize
 from attn_core.linear.lightning import lightning_attention
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel, to_inches
+from attn_core.viz.plotting import _Heatmap
+from attn_core.viz.rope_scaling import _legend
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import _STYLE, DEFAULTS, Explorer, merge_params
 
 __all__ = ["BLOCK_DEFAULTS", "render_blocks", "explain_blocks", "block_explorer", "plot_slopes", "plot_precision"]
@@ -28,6 +35,7 @@ BLOCK_DEFAULTS = dict(
 DPI = 110
 INTRA, INTER = "#ff7f0e", "#1f77b4"  # the two paths a key takes to a query
 VALUES_UP_TO = 16  # tokens: past this the printed decays no longer fit in their cells
+_CELL_TICKS = MaxNLocator(nbins=6, integer=True, steps=[1, 2, 2.5, 5, 10])  # the ticks imshow's axes had
 
 
 def _block_params(overrides: dict) -> dict:
@@ -58,45 +66,83 @@ def _difference(length: int, block_size: int, slope: float, seed: int) -> float:
 
 
 def render_blocks(**overrides) -> Figure:
+    """The decay mask with its block grid and the query's row (left, 0–1 colour bar), the row's weights (right).
+
+    Drawn without constrained layout, matplotlib's ticks or Text (``viz.lite_axes``, glyph-path text): they were
+    ~300 ms of a move (issue #33's explorer speed); the layout is the same in inches at every setting (12d's)."""
     p = _block_params(overrides)
     length, size, slope, row = p["length"], p["block_size"], float(p["slope"]), p["position"]
     decay = _decay(length, slope)  # (L, L)
-    font = 9 * p["font_scale"]
-    panel = p["panel_size"]
-    figure = Figure(figsize=(panel * 2.6, panel * 1.35), dpi=DPI, layout="constrained")
-    left, right = figure.subplots(1, 2, width_ratios=[1.4, 1])
-    image = left.imshow(decay, cmap="viridis", vmin=0.0, vmax=1.0)
-    figure.colorbar(image, ax=left, shrink=0.8).ax.tick_params(labelsize=font)
+    font, panel, em = 9 * p["font_scale"], p["panel_size"], 9 * p["font_scale"] / 72
+    titles = [localize("decay exp(−s (i − j)); boxes: inside a block"), localize(f"weights of query {row}")]
+    tick_w = text_width(str(length - 1), font)  # the widest tick label, inches
+    top, bottom = 0.1 + 1.9 * em, 0.12 + TICK_IN + PAD_IN + 2.6 * em  # title above; ticks and axis name below
+    left = 0.08 + 1.4 * em + TICK_IN + PAD_IN + tick_w  # the y axis name, then its ticks
+    side = max(0.6, panel * 1.35 - top - bottom, text_width(titles[0], font))  # the square heatmap
+    bar_x = left + side + 0.12  # the colour bar, its ticks, then the weights panel with its own ticks
+    bars_left = bar_x + 0.12 + TICK_IN + PAD_IN + text_width("0.0", font) + 0.3 + text_width("0.00", font)
+    bars_w = max(0.8, panel * 2.6 - bars_left - 0.15, text_width(titles[1], font))
+    width, height = bars_left + bars_w + 0.15, top + side + bottom
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    text = TextBatch()
+    heat = lite_panel(figure, (left, bottom, side, side), (-0.5, length - 0.5), (length - 0.5, -0.5))
+    norm = Normalize(0.0, 1.0)
+    image = _Heatmap(heat, cmap="viridis", norm=norm, extent=(-0.5, length - 0.5, length - 0.5, -0.5),
+                     origin="upper", interpolation="nearest")  # fmt: skip
+    image.set_data(decay)
+    heat.add_image(image)
+    boxes = []
     for b in range(math.ceil(length / size)):  # each block's own square: the intra-block product
         start, end = b * size - 0.5, min((b + 1) * size, length) - 0.5
-        left.add_patch(_rectangle(start, start, end - start, end - start, edgecolor="white", linewidth=1.6))
+        boxes.append([(start, start), (end, start), (end, end), (start, end), (start, start)])
+    heat.add_collection(LineCollection(boxes, colors="white", linewidths=1.6), autolim=False)
     first = row - row % size  # the query's block starts here
-    left.add_patch(_rectangle(first - 0.5, row - 0.5, row - first + 1, 1, edgecolor=INTRA, linewidth=2.2))
-    if first:
-        left.add_patch(_rectangle(-0.5, row - 0.5, first, 1, edgecolor=INTER, linewidth=2.2))
+    rows = {INTRA: (first - 0.5, row + 0.5)} | ({INTER: (-0.5, first - 0.5)} if first else {})
+    for colour, (x0, x1) in rows.items():  # the query's row, split by the path its keys take
+        outline = [[(x0, row - 0.5), (x1, row - 0.5), (x1, row + 0.5), (x0, row + 0.5), (x0, row - 0.5)]]
+        heat.add_collection(LineCollection(outline, colors=colour, linewidths=2.2), autolim=False)
     if p["values"] and length <= VALUES_UP_TO:
-        for i, j in zip(*np.tril_indices(length), strict=True):
-            left.text(j, i, f"{decay[i, j]:.2f}", ha="center", va="center", fontsize=font * 0.6, color="white")
-    left.set_title(localize("decay exp(−s (i − j)); boxes: inside a block"), fontsize=font)
-    left.set_xlabel(localize("key j"), fontsize=font)
-    left.set_ylabel(localize("query i"), fontsize=font)
-    left.tick_params(labelsize=font)
+        cells = to_inches(heat, *np.tril_indices(length)[::-1])  # (n, 2): the cell centres, key j across
+        for (x, y), value in zip(cells, decay[np.tril_indices(length)], strict=True):
+            text.add(x, y, f"{value:.2f}", font * 0.6, color="white", role="value")
+    ticks = [(v, f"{v:.0f}") for v in _CELL_TICKS.tick_values(0, length - 1) if 0 <= v <= length - 1]
+    frame_and_ticks(heat, text, ticks, ticks, font)
+    text.add(left + side / 2, bottom + side + 6 / 72, titles[0], font, va="bottom", role="title")
+    xlabel_y = bottom - TICK_IN - PAD_IN - 1.3 * em
+    text.add(left + side / 2, xlabel_y, localize("key j"), font, va="top", role="xlabel")
+    text.add(left - TICK_IN - PAD_IN - tick_w - 0.06, bottom + side / 2, localize("query i"), font, va="bottom",
+             rotation=90, role="ylabel")  # fmt: skip
+    # the row's weights: blue through the state, orange inside its block (bars: 2 containers, figure.axes[1])
+    bars = lite_panel(figure, (bars_left, bottom, bars_w, side), (-0.5, length - 0.5), (0, 1.05))
     keys = np.arange(row + 1)  # (i + 1,)
-    right.bar(keys[:first], decay[row, :first], color=INTER, label=localize("earlier blocks, via the state"))
-    right.bar(keys[first:], decay[row, first : row + 1], color=INTRA, label=localize("own block, masked q kᵀ"))
-    right.set_xlim(-0.5, length - 0.5)
-    right.set_ylim(0, 1.05)
-    right.set_title(localize(f"weights of query {row}"), fontsize=font)
-    right.set_xlabel(localize("key j"), fontsize=font)
-    right.tick_params(labelsize=font)
-    right.legend(fontsize=font * 0.8, loc="upper left")
+    bars.bar(keys[:first], decay[row, :first], color=INTER)
+    bars.bar(keys[first:], decay[row, first : row + 1], color=INTRA)
+    yticks = [(v, f"{v:.1f}") for v in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)]
+    frame_and_ticks(bars, text, ticks, yticks, font)
+    text.add(bars_left + bars_w / 2, bottom + side + 6 / 72, titles[1], font, va="bottom", role="title")
+    text.add(bars_left + bars_w / 2, xlabel_y, localize("key j"), font, va="top", role="xlabel")
+    # the colour bar: a 0–1 ramp as tall as 0.8 of the heatmap (colorbar(shrink=0.8)), ticks every 0.2
+    key = lite_panel(figure, (bar_x, bottom + 0.1 * side, 0.12, 0.8 * side), (0, 1), (0.0, 1.0))
+    ramp = _Heatmap(key, cmap="viridis", norm=norm, extent=(0, 1, 0.0, 1.0), origin="upper", interpolation="nearest")
+    ramp.set_data(np.linspace(1.0, 0.0, 256)[:, None])  # (256, 1): top row first
+    key.add_image(ramp)
+    levels = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    ys = to_inches(key, 1, levels)[:, 1]
+    marks = LineCollection([[(bar_x + 0.12, y), (bar_x + 0.12 + TICK_IN, y)] for y in ys], colors="black",
+                           linewidths=0.8, transform=figure.dpi_scale_trans)  # fmt: skip
+    marks.set_clip_on(False)
+    key.add_collection(marks, autolim=False)
+    for y, value in zip(ys, levels, strict=True):
+        text.add(bar_x + 0.12 + TICK_IN + PAD_IN, y, f"{value:.1f}", font, ha="left", role="colorbar")
+    frame_and_ticks(key, text, [], [], font)
+    entries = [("patch", INTER, localize("earlier blocks, via the state")),
+               ("patch", INTRA, localize("own block, masked q kᵀ"))]  # fmt: skip
+    small = font * 0.8
+    box_h = 1.4 * small / 72 * len(entries) + 0.5 * small / 72
+    _legend(bars, text, entries, bars_left + 0.5 * small / 72, bottom + side - 0.5 * small / 72 - box_h, small,
+            "legend", centred=False)  # fmt: skip
+    text.draw(bars, transform=figure.dpi_scale_trans)
     return figure
-
-
-def _rectangle(x, y, width, height, **kwargs):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((x, y), width, height, fill=False, **kwargs)
 
 
 def explain_blocks(**overrides) -> str:
