@@ -7,6 +7,7 @@ import torch
 import attn_core as ac
 from attn_core import i18n
 from attn_core.viz import chunked
+from attn_core.viz.textpaths import text_items
 
 
 def test_the_three_masks_are_the_library_masks():
@@ -18,7 +19,8 @@ def test_the_three_masks_are_the_library_masks():
 
 def test_render_titles_count_the_keys_the_query_reads():
     figure = chunked.render_chunked_masks(seq_len=16, chunk_size=4, window=4, query=9)
-    titles = [ax.get_title() for ax in figure.axes]
+    # glyph-path text (viz.textpaths): each panel's title is two lines, the name then the count
+    titles = [label.text for role, label, _ in text_items(figure) if role == "title" and "reads" in label.text]
     assert ["reads 10 keys" in titles[0], "reads 4 keys" in titles[1], "reads 2 keys" in titles[2]] == [True] * 3
 
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from matplotlib.colors import ListedColormap
+from matplotlib.collections import LineCollection
+from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from attn_core.i18n import localize
 from attn_core.masks import causal_mask, chunked_mask, sliding_window_mask
+from attn_core.viz.lite_axes import PAD_IN, TICK_IN, frame_and_ticks, lite_panel, to_inches
+from attn_core.viz.plotting import _Heatmap
+from attn_core.viz.textpaths import TextBatch, text_width
 from attn_core.viz.widgets import _STYLE, DEFAULTS, Explorer, merge_params
 
 __all__ = [
@@ -30,6 +35,9 @@ CHUNKED_DEFAULTS = dict(seq_len=16, chunk_size=4, window=4, query=9, **{k: DEFAU
 DPI = 110
 VALUES_UP_TO = 20  # tokens: past this the printed 0/1 no longer fit in their cells
 _CMAP = ListedColormap(["#f2f2f2", "#1f77b4"])  # blocked, may attend
+_NORM = Normalize(0.0, 1.0)
+# the ticks imshow's axes had: fewer across (the labels are wider than tall) than down
+_X_TICKS, _Y_TICKS = (MaxNLocator(nbins=n, integer=True, steps=[1, 2, 2.5, 5, 10]) for n in (4, 8))
 
 
 def _params(overrides: dict) -> dict:
@@ -54,30 +62,51 @@ def masks(seq_len: int, chunk_size: int, window: int) -> dict[str, torch.Tensor]
 
 
 def render_chunked_masks(**overrides) -> Figure:
+    """The three masks side by side, the query's row outlined in red.
+
+    Drawn without constrained layout, matplotlib's ticks or Text (``viz.lite_axes``, glyph-path text): they were
+    ~350 ms of a move (issue #33's explorer speed). Same two-line titles, axis names, integer ticks and colours."""
     p = _params(overrides)
     seq_len, query = p["seq_len"], p["query"]
-    font = 9 * p["font_scale"]
-    panel = p["panel_size"]
-    figure = Figure(figsize=(panel * 3.1, panel * 1.15), dpi=DPI, layout="constrained")
-    axes = figure.subplots(1, 3)
-    for ax, (title, mask) in zip(axes, masks(seq_len, p["chunk_size"], p["window"]).items(), strict=True):
-        ax.imshow(mask.numpy().astype(float), cmap=_CMAP, vmin=0.0, vmax=1.0)
-        ax.add_patch(_rectangle(-0.5, query - 0.5, seq_len, 1, edgecolor="#d62728", linewidth=2.0, fill=False))
+    font, panel, em = 9 * p["font_scale"], p["panel_size"], 9 * p["font_scale"] / 72
+    drawn = masks(seq_len, p["chunk_size"], p["window"])
+    titles = [
+        (localize(title), localize(f"query {query} reads {int(mask[query].sum())} keys"))
+        for title, mask in drawn.items()
+    ]
+    tick_w = text_width(str(seq_len - 1), font)
+    top, bottom = 0.1 + 3.1 * em, 0.12 + TICK_IN + PAD_IN + 2.6 * em  # two title lines; ticks and axis name below
+    margin = 0.08 + 1.4 * em + TICK_IN + PAD_IN + tick_w  # each panel's y axis name and ticks
+    side = max(0.6, panel * 1.15 - top - bottom, *(text_width(t, font) for pair in titles for t in pair))
+    gap = max(0.15, (panel * 3.1 - 3 * (margin + side) - 0.15) / 2)
+    width, height = 3 * (margin + side) + 2 * gap + 0.15, top + side + bottom
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    text = TextBatch()
+    xticks, yticks = ([(v, f"{v:.0f}") for v in loc.tick_values(0, seq_len - 1) if 0 <= v <= seq_len - 1]
+                      for loc in (_X_TICKS, _Y_TICKS))  # fmt: skip
+    for index, ((line1, line2), mask) in enumerate(zip(titles, drawn.values(), strict=True)):
+        x0 = margin + index * (margin + side + gap)
+        ax = lite_panel(figure, (x0, bottom, side, side), (-0.5, seq_len - 0.5), (seq_len - 0.5, -0.5))
+        image = _Heatmap(ax, cmap=_CMAP, norm=_NORM, extent=(-0.5, seq_len - 0.5, seq_len - 0.5, -0.5),
+                         origin="upper", interpolation="nearest")  # fmt: skip
+        image.set_data(mask.numpy().astype(float))
+        ax.add_image(image)
+        x1, y0, y1 = seq_len - 0.5, query - 0.5, query + 0.5
+        outline = [[(-0.5, y0), (x1, y0), (x1, y1), (-0.5, y1), (-0.5, y0)]]
+        ax.add_collection(LineCollection(outline, colors="#d62728", linewidths=2.0), autolim=False)
         if p["values"] and seq_len <= VALUES_UP_TO:
-            for i, j in zip(*np.nonzero(mask.numpy()), strict=True):
-                ax.text(j, i, "1", ha="center", va="center", fontsize=font * 0.6, color="white")
-        seen = int(mask[query].sum())
-        ax.set_title(f"{localize(title)}\n{localize(f'query {query} reads {seen} keys')}", fontsize=font)
-        ax.set_xlabel(localize("key position"), fontsize=font)
-        ax.set_ylabel(localize("query position"), fontsize=font)
-        ax.tick_params(labelsize=font)
+            rows, cols = np.nonzero(mask.numpy())
+            for x, y in to_inches(ax, cols, rows):
+                text.add(x, y, "1", font * 0.6, color="white", role="value")
+        frame_and_ticks(ax, text, xticks, yticks, font)
+        centre, title_y = x0 + side / 2, bottom + side + 6 / 72
+        text.add(centre, title_y, line2, font, va="bottom", role="title")
+        text.add(centre, title_y + 1.3 * em, line1, font, va="bottom", role="title")
+        text.add(centre, bottom - TICK_IN - PAD_IN - 1.3 * em, localize("key position"), font, va="top", role="xlabel")
+        text.add(x0 - TICK_IN - PAD_IN - tick_w - 0.06, bottom + side / 2, localize("query position"), font,
+                 va="bottom", rotation=90, role="ylabel")  # fmt: skip
+    text.draw(ax, transform=figure.dpi_scale_trans)
     return figure
-
-
-def _rectangle(x, y, width, height, **kwargs):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle((x, y), width, height, **kwargs)
 
 
 def explain_chunked_masks(**overrides) -> str:
