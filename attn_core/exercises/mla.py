@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 
 from attn_core.exercises import as_number, call_learner, feedback, never_raises
+from attn_core.i18n import _
 from attn_core.positions.rope import apply_rope
 
 __all__ = [
@@ -81,44 +82,60 @@ def _cache_mistakes(c: dict, b: int) -> list[tuple[int, str]]:
     return [
         (
             n * r * b,
-            "you forgot the rotary part: besides the latent (kv_lora_rank numbers) MLA caches the shared rotated "
-            "key k_rope (qk_rope_head_dim numbers) per token per layer.",
+            _(
+                "you forgot the rotary part: besides the latent (kv_lora_rank numbers) MLA caches the shared rotated "
+                "key k_rope (qk_rope_head_dim numbers) per token per layer."
+            ),
         ),
         (
             n * h * (nope + rope + v) * b,
-            "you counted per-head keys and values (heads · (nope + rope + v)): that is what the naive, up-projected "
-            "form builds for one step, not what MLA caches. The cache holds the latent and one shared k_rope.",
+            _(
+                "you counted per-head keys and values (heads · (nope + rope + v)): that is what the naive, "
+                "up-projected "
+                "form builds for one step, not what MLA caches. The cache holds the latent and one shared k_rope."
+            ),
         ),
         (
             n * h * (nope + rope) * b * 2,
-            "you counted an MHA-style cache of per-head keys and values: MLA caches the latent and one shared k_rope.",
+            _(
+                "you counted an MHA-style cache of per-head keys and values: MLA caches the latent and one "
+                "shared k_rope."
+            ),
         ),
         (
             n * (r + rope + v) * b,
-            "you counted v_head_dim as well: the values are up-projected from the same latent (W_UV), nothing "
-            "extra is cached for them.",
+            _(
+                "you counted v_head_dim as well: the values are up-projected from the same latent (W_UV), nothing "
+                "extra is cached for them."
+            ),
         ),
         (
             n * 2 * (r + rope) * b,
-            "you doubled the count as for K and V: the latent serves as both (W_UK and W_UV read it), count it once.",
+            _(
+                "you doubled the count as for K and V: the latent serves as both (W_UK and W_UV read it), "
+                "count it once."
+            ),
         ),
         (
             n * (r + h * rope) * b,
-            "you cached a rotary key per head: DeepSeek's decoupled rotary key is ONE (qk_rope_head_dim,) vector per "
-            "token, shared by all heads (like MQA).",
+            _(
+                "you cached a rotary key per head: DeepSeek's decoupled rotary key is ONE (qk_rope_head_dim,) "
+                "vector per "
+                "token, shared by all heads (like MQA)."
+            ),
         ),
-        ((r + rope) * b, "that is one layer: multiply by num_hidden_layers."),
-        (n * (r + rope), "that is the number of elements: multiply by bytes_per_element (2 for bf16)."),
-        (n * (r + rope) * b * 8, "that is bits, not bytes: drop the factor 8."),
+        ((r + rope) * b, _("that is one layer: multiply by num_hidden_layers.")),
+        (n * (r + rope), _("that is the number of elements: multiply by bytes_per_element (2 for bf16).")),
+        (n * (r + rope) * b * 8, _("that is bits, not bytes: drop the factor 8.")),
     ]
 
 
-@never_raises("MLA cache bytes per token")
+@never_raises(_("MLA cache bytes per token"))
 def check_mla_cache_bytes(fn: Callable) -> bool:
     """``fn(config, bytes_per_element)``: ``config`` a dict with the Hugging Face ``config.json`` keys
     ``num_hidden_layers``, ``num_attention_heads``, ``kv_lora_rank``, ``qk_rope_head_dim``,
     ``qk_nope_head_dim``, ``v_head_dim``. Return the bytes MLA caches per token, all layers together (an int)."""
-    name = "MLA cache bytes per token"
+    name = _("MLA cache bytes per token")
     for config in _CONFIGS:
         for b in (2, 4):
             answer, problem = call_learner(fn, dict(config), b)
@@ -126,20 +143,24 @@ def check_mla_cache_bytes(fn: Callable) -> bool:
                 return feedback(name, problem)
             number = as_number(answer)
             if number is None:
-                return feedback(name, f"return a number (bytes, an int), got {type(answer).__name__}.")
+                return feedback(
+                    name, _("return a number (bytes, an int), got {type}.").format(type=type(answer).__name__)
+                )
             answer = number
             expected = mla_cache_bytes(config, b)
             if answer == expected:
                 continue
-            where = f"for {config} at {b} bytes per element you returned {answer!r}"
+            where = _("for {config} at {b} bytes per element you returned {answer}").format(
+                config=config, b=b, answer=repr(answer)
+            )
             for candidate, diagnosis in _cache_mistakes(config, b):
                 if answer == candidate:
-                    return feedback(name, f"{where}: {diagnosis}")
-            return feedback(
-                name,
-                f"{where}, expected {expected:,}: "
-                "num_hidden_layers · (kv_lora_rank + qk_rope_head_dim) · bytes_per_element.",
+                    return feedback(name, _("{where}: {problem}").format(where=where, problem=diagnosis))
+            problem = _(
+                "{where}, expected {expected}: num_hidden_layers · (kv_lora_rank + qk_rope_head_dim) · "
+                "bytes_per_element."
             )
+            return feedback(name, problem.format(where=where, expected=f"{expected:,}"))
     return feedback(name, None)
 
 
@@ -173,13 +194,19 @@ def _query_cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 def _shape_dtype_problem(answer, expected: torch.Tensor, what: str, hint: str) -> str | None:
     if not isinstance(answer, torch.Tensor):
-        return f"expected a torch.Tensor ({what}, shape {tuple(expected.shape)}), got {type(answer).__name__}."
+        return _("expected a torch.Tensor ({what}, shape {shape}), got {type}.").format(
+            what=what, shape=tuple(expected.shape), type=type(answer).__name__
+        )
     if tuple(answer.shape) != tuple(expected.shape):
-        return f"wrong shape {tuple(answer.shape)} for {what}, expected {tuple(expected.shape)}: {hint}"
+        return _("wrong shape {shape} for {what}, expected {expected}: {hint}").format(
+            shape=tuple(answer.shape), what=what, expected=tuple(expected.shape), hint=hint
+        )
     if answer.is_complex() or answer.dtype != expected.dtype:
-        return f"{what} has dtype {answer.dtype}, expected {expected.dtype} (keep the input's dtype)."
+        return _("{what} has dtype {dtype}, expected {expected} (keep the input's dtype).").format(
+            what=what, dtype=answer.dtype, expected=expected.dtype
+        )
     if not torch.isfinite(answer).all():
-        return f"{what} contains NaN or inf."
+        return _("{what} contains NaN or inf.").format(what=what)
     return None
 
 
@@ -192,71 +219,82 @@ def _close(answer: torch.Tensor, expected: torch.Tensor) -> bool:
     return answer.shape == expected.shape and bool(((answer - expected).abs() <= atol).all())
 
 
-@never_raises("the absorbed query")
+@never_raises(_("the absorbed query"))
 def check_absorbed_query(fn: Callable) -> bool:
     """``fn(q_nope, w_uk)``: ``q_nope (B, H, L, qk_nope_head_dim)``, ``w_uk (H, qk_nope_head_dim, kv_lora_rank)``
     (head h's key up-projection: ``k_nope[h] = c @ w_uk[h].T``). Return the absorbed query ``(B, H, L, kv_lora_rank)``
     whose product with the latent ``c (B, 1, T, kv_lora_rank)`` gives the same scores as ``q_nope @ k_nope.mT``."""
-    name = "the absorbed query"
+    name = _("the absorbed query")
     ambiguous = None  # a scale folded in where nope == kv_lora_rank: which one shows in the next case
     for q_nope, w_uk in _query_cases():
         answer, problem = call_learner(fn, q_nope.clone(), w_uk.clone())
         if problem is not None:
             if "RuntimeError" in problem and w_uk.shape[-1] != w_uk.shape[-2]:
-                problem += " (w_uk is (H, nope, r): q_nope @ w_uk multiplies over nope; no transpose is needed.)"
+                hint = _(
+                    "{problem} (w_uk is (H, nope, r): q_nope @ w_uk multiplies over nope; no transpose is needed.)"
+                )
+                problem = hint.format(problem=problem)
             return feedback(name, problem)
         expected = absorbed_query(q_nope, w_uk)  # (B, H, L, r)
         problem = _shape_dtype_problem(
             answer,
             expected,
-            "the absorbed query",
-            "it lives in the latent space, (B, H, L, kv_lora_rank): q_nope @ w_uk with w_uk (H, nope, r).",
+            _("the absorbed query"),
+            _("it lives in the latent space, (B, H, L, kv_lora_rank): q_nope @ w_uk with w_uk (H, nope, r)."),
         )
         if problem is not None:
             return feedback(name, problem)
         if _close(answer, expected):
             continue
-        where = f"q_nope {tuple(q_nope.shape)}, w_uk {tuple(w_uk.shape)}"
+        where = _("q_nope {q}, w_uk {w}").format(q=tuple(q_nope.shape), w=tuple(w_uk.shape))
         nope, rank = w_uk.shape[-2:]
         candidates = [
             (
                 q_nope @ w_uk.mT if nope == rank else None,  # W_UK transposed multiplies only when nope == rank
-                "you used W_UK transposed: k_nope = c @ w_uk.T, so the scores are q_nope @ w_uk @ c.T; the query "
-                "is multiplied by w_uk itself (over its nope axis), not by w_uk.T.",
+                _(
+                    "you used W_UK transposed: k_nope = c @ w_uk.T, so the scores are q_nope @ w_uk @ c.T; the query "
+                    "is multiplied by w_uk itself (over its nope axis), not by w_uk.T."
+                ),
             ),
             (
                 q_nope @ w_uk.sum(0, keepdim=True),
-                "you summed W_UK over the heads: each head has its own W_UK, so each head's query gets its own.",
+                _("you summed W_UK over the heads: each head has its own W_UK, so each head's query gets its own."),
             ),
             (
                 q_nope @ w_uk[:1],
-                "you used head 0's W_UK for every head: broadcast the (H, nope, r) weight over the heads.",
+                _("you used head 0's W_UK for every head: broadcast the (H, nope, r) weight over the heads."),
             ),
         ]
         scales = [
             (
                 nope**-0.5,
-                "you folded a softmax scale of nope**-0.5 into the query: the scale belongs to the scores, and MLA's "
-                "is (nope + rope)**-0.5; return the plain absorbed query.",
+                _(
+                    "you folded a softmax scale of nope**-0.5 into the query: the scale belongs to the scores, "
+                    "and MLA's "
+                    "is (nope + rope)**-0.5; return the plain absorbed query."
+                ),
             ),
             (
                 rank**-0.5,
-                "you folded a softmax scale of kv_lora_rank**-0.5 into the query: the absorbed query lives in the "
-                "latent space, but the scores keep MLA's scale (nope + rope)**-0.5, applied to the scores; return "
-                "the plain absorbed query.",
+                _(
+                    "you folded a softmax scale of kv_lora_rank**-0.5 into the query: the absorbed query lives in the "
+                    "latent space, but the scores keep MLA's scale (nope + rope)**-0.5, applied to the scores; return "
+                    "the plain absorbed query."
+                ),
             ),
         ]
         for factor, diagnosis in scales:
             if _close(answer, expected * factor):
                 if nope == rank:  # both scales give these numbers: the next case (nope != rank) tells them apart
-                    ambiguous = ambiguous or f"{where}: {diagnosis}"
+                    ambiguous = ambiguous or _("{where}: {problem}").format(where=where, problem=diagnosis)
                     break
-                return feedback(name, f"{where}: {diagnosis}")
+                return feedback(name, _("{where}: {problem}").format(where=where, problem=diagnosis))
         else:
             for candidate, diagnosis in candidates:
                 if candidate is not None and candidate.shape == expected.shape and _close(answer, candidate):
-                    return feedback(name, f"{where}: {diagnosis}")
-            return feedback(name, f"{where}: wrong numbers; the absorbed query is q_nope @ w_uk (per head).")
+                    return feedback(name, _("{where}: {problem}").format(where=where, problem=diagnosis))
+            problem = _("wrong numbers; the absorbed query is q_nope @ w_uk (per head).")
+            return feedback(name, _("{where}: {problem}").format(where=where, problem=problem))
     return feedback(name, ambiguous)
 
 
@@ -281,13 +319,13 @@ def _key_cases():
     ]
 
 
-@never_raises("the decoupled rotary key")
+@never_raises(_("the decoupled rotary key"))
 def check_decoupled_key(fn: Callable) -> bool:
     """``fn(compressed_kv, positions, kv_lora_rank, base)``: ``compressed_kv (B, T, kv_lora_rank + qk_rope_head_dim)``
     is ``kv_a_proj_with_mqa(x)``, ``positions (T,)``. Return the cached rotary key ``(B, 1, T, qk_rope_head_dim)``:
     the features after the latent, rotated by RoPE at ``positions`` in DeepSeek's interleaved layout
     (``ac.apply_rope(..., interleaved=True)``), one head shared by all query heads."""
-    name = "the decoupled rotary key"
+    name = _("the decoupled rotary key")
     for ckv, positions, rank, base in _key_cases():
         answer, problem = call_learner(fn, ckv.clone(), positions.clone(), kv_lora_rank=rank, base=base)
         if problem is not None:
@@ -297,9 +335,11 @@ def check_decoupled_key(fn: Callable) -> bool:
         if isinstance(answer, torch.Tensor) and tuple(answer.shape) == (batch, length, 1, rope):
             return feedback(
                 name,
-                f"you returned {tuple(answer.shape)}: the head axis is in the wrong place, (B, T, 1, rope) is the "
-                "layout of a projection's output before .transpose(1, 2). The cache is (B, 1, T, rope) = "
-                f"{tuple(expected.shape)}: k_rope[:, None] (or .transpose(1, 2)).",
+                _(
+                    "you returned {shape}: the head axis is in the wrong place, (B, T, 1, rope) is the layout "
+                    "of a projection's output before .transpose(1, 2). The cache is (B, 1, T, rope) = "
+                    "{expected}: k_rope[:, None] (or .transpose(1, 2))."
+                ).format(shape=tuple(answer.shape), expected=tuple(expected.shape)),
             )
         if (
             isinstance(answer, torch.Tensor)
@@ -310,60 +350,85 @@ def check_decoupled_key(fn: Callable) -> bool:
         ):
             return feedback(
                 name,
-                f"you returned {tuple(answer.shape)}: a rotary key per head. DeepSeek's rotary key is shared: "
-                "cache ONE head "
-                f"(B, 1, T, rope) = {tuple(expected.shape)} and let it broadcast over the query heads.",
+                _(
+                    "you returned {shape}: a rotary key per head. DeepSeek's rotary key is shared: cache ONE "
+                    "head (B, 1, T, rope) = {expected} and let it broadcast over the query heads."
+                ).format(shape=tuple(answer.shape), expected=tuple(expected.shape)),
             )
         if isinstance(answer, torch.Tensor) and tuple(answer.shape) == (batch, length, rope):
             return feedback(
-                name, f"add the head axis: (B, 1, T, rope) = {tuple(expected.shape)}, e.g. k_rope[:, None]."
+                name,
+                _("add the head axis: (B, 1, T, rope) = {expected}, e.g. k_rope[:, None].").format(
+                    expected=tuple(expected.shape)
+                ),
             )
         problem = _shape_dtype_problem(
             answer,
             expected,
-            "the rotary key",
-            f"take the LAST qk_rope_head_dim = {rope} features (compressed_kv[..., kv_lora_rank:]), "
-            "rotate, add a head axis.",
+            _("the rotary key"),
+            _(
+                "take the LAST qk_rope_head_dim = {rope} features (compressed_kv[..., kv_lora_rank:]), rotate, "
+                "add a head axis."
+            ).format(rope=rope),
         )
         if problem is not None:
             return feedback(name, problem)
         if _close(answer, expected):
             continue
-        where = f"compressed_kv {tuple(ckv.shape)}, kv_lora_rank {rank}, positions {positions.tolist()}"
+        where = _("compressed_kv {shape}, kv_lora_rank {rank}, positions {positions}").format(
+            shape=tuple(ckv.shape), rank=rank, positions=positions.tolist()
+        )
         tail, head = ckv[..., rank:], ckv[..., :rope]  # (B, T, rope) each
         candidates = [
-            (tail[:, None], "the key is not rotated: apply RoPE to k_rope (that is the point of the decoupled key)."),
+            (
+                tail[:, None],
+                _("the key is not rotated: apply RoPE to k_rope (that is the point of the decoupled key)."),
+            ),
             (
                 apply_rope(tail, positions, base=base)[:, None],
-                "wrong layout: you rotated (i, i + D/2) pairs (rotate-half); DeepSeek's checkpoints pair adjacent "
-                "features (2i, 2i+1): apply_rope(..., interleaved=True).",
+                _(
+                    "wrong layout: you rotated (i, i + D/2) pairs (rotate-half); DeepSeek's checkpoints pair adjacent "
+                    "features (2i, 2i+1): apply_rope(..., interleaved=True)."
+                ),
             ),
             (
                 apply_rope(head, positions, base=base, interleaved=True)[:, None],
-                "you took the FIRST rope features: kv_a_proj_with_mqa outputs [latent | k_rope], the rotary key is the "
-                "last qk_rope_head_dim features.",
+                _(
+                    "you took the FIRST rope features: kv_a_proj_with_mqa outputs [latent | k_rope], the "
+                    "rotary key is the "
+                    "last qk_rope_head_dim features."
+                ),
             ),
             (
                 apply_rope(tail, torch.arange(length), base=base, interleaved=True)[:, None],
-                "you ignored `positions` and rotated at 0..T-1: a decoding step's key sits at its absolute position.",
+                _(
+                    "you ignored `positions` and rotated at 0..T-1: a decoding step's key sits at its absolute "
+                    "position."
+                ),
             ),
             (
                 expected[..., torch.cat([torch.arange(0, rope, 2), torch.arange(1, rope, 2)])],
-                "the right rotated numbers in Hugging Face's de-interleaved order (features 0, 2, 4, ... then 1, 3, "
-                "5, ...: what apply_rotary_pos_emb_interleave returns). Inside a model that order is harmless when "
-                "q_rope gets the same permutation (the scores do not change), but this cache keeps DeepSeek's "
-                "order, each pair (2i, 2i+1) in place: ac.apply_rope(..., interleaved=True).",
+                _(
+                    "the right rotated numbers in Hugging Face's de-interleaved order (features 0, 2, 4, ... "
+                    "then 1, 3, "
+                    "5, ...: what apply_rotary_pos_emb_interleave returns). Inside a model that order is harmless when "
+                    "q_rope gets the same permutation (the scores do not change), but this cache keeps DeepSeek's "
+                    "order, each pair (2i, 2i+1) in place: ac.apply_rope(..., interleaved=True)."
+                ),
             ),
         ]
         if base != 10000.0:
             candidates.append(
                 (
                     apply_rope(tail, positions, base=10000.0, interleaved=True)[:, None],
-                    f"you ignored `base` and rotated with 10000: use the base you were given ({base:g}).",
+                    _("you ignored `base` and rotated with 10000: use the base you were given ({base}).").format(
+                        base=f"{base:g}"
+                    ),
                 )
             )
         for candidate, diagnosis in candidates:
             if _close(answer, candidate):
-                return feedback(name, f"{where}: {diagnosis}")
-        return feedback(name, f"{where}: wrong numbers; rotate compressed_kv[..., kv_lora_rank:] at `positions`.")
+                return feedback(name, _("{where}: {problem}").format(where=where, problem=diagnosis))
+        problem = _("wrong numbers; rotate compressed_kv[..., kv_lora_rank:] at `positions`.")
+        return feedback(name, _("{where}: {problem}").format(where=where, problem=problem))
     return feedback(name, None)
