@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attn_core.exercises import as_int, as_int_list, call_learner, feedback, never_raises
+from attn_core.i18n import _
 
 __all__ = [
     "check_prefix_hit_tokens",
@@ -66,43 +67,56 @@ def _hit_mistakes(cached: list[int], prompt: list[int], bs: int) -> list[tuple[i
     return [
         (
             min(common, len(prompt) - 1),
-            "you counted the common prefix token by token: the cache holds whole blocks, so a block that matches "
-            "only partly cannot be shared. Round down to whole blocks.",
+            _(
+                "you counted the common prefix token by token: the cache holds whole blocks, so a block that matches "
+                "only partly cannot be shared. Round down to whole blocks."
+            ),
         ),
         (
             min(whole, len(cached) // bs * bs),
-            "that includes the prompt's last token: its logits are what the request needs, so it must be computed. "
-            "Stop one token earlier: hits <= len(prompt) - 1.",
+            _(
+                "that includes the prompt's last token: its logits are what the request needs, so it must be computed. "
+                "Stop one token earlier: hits <= len(prompt) - 1."
+            ),
         ),
         (
             unchained,
-            "you matched each block on its own tokens: a block's keys depend on every earlier token, so after "
-            "the first differing block nothing matches (chain the hash: hash(parent hash, tokens)).",
+            _(
+                "you matched each block on its own tokens: a block's keys depend on every earlier token, so after "
+                "the first differing block nothing matches (chain the hash: hash(parent hash, tokens))."
+            ),
         ),
     ]
 
 
-@never_raises("prefix-cache hits")
+@never_raises(_("prefix-cache hits"))
 def check_prefix_hit_tokens(fn: Callable) -> bool:
     """``fn(cached, prompt, block_size)``: ``cached`` the tokens of a finished request whose full blocks are in
     the prefix cache; ``prompt`` a new request. Return how many of ``prompt``'s tokens are served from the cache."""
-    name = "prefix-cache hits"
+    name = _("prefix-cache hits")
     for cached, prompt, bs in _HIT_CASES:
         answer, problem = call_learner(fn, list(cached), list(prompt), bs)
         if problem is not None:
             return feedback(name, problem)
         value = as_int(answer)
         if value is None:
-            return feedback(name, f"return a number of tokens (an int), got {type(answer).__name__}.")
+            return feedback(
+                name, _("return a number of tokens (an int), got {type}.").format(type=type(answer).__name__)
+            )
         expected = prefix_hit_tokens(cached, prompt, bs)
         if value == expected:
             continue
-        where = f"for cached={cached}, prompt={prompt}, block_size={bs} you returned {value}"
+        where = _("for cached={cached}, prompt={prompt}, block_size={bs} you returned {value}").format(
+            cached=cached, prompt=prompt, bs=bs, value=value
+        )
         for candidate, diagnosis in _hit_mistakes(cached, prompt, bs):
             if value == candidate:
-                return feedback(name, f"{where}: {diagnosis}")
+                return feedback(name, _("{where}: {problem}").format(where=where, problem=diagnosis))
         return feedback(
-            name, f"{where}, expected {expected}: whole leading blocks equal in both, never the last token."
+            name,
+            _("{where}, expected {expected}: whole leading blocks equal in both, never the last token.").format(
+                where=where, expected=expected
+            ),
         )
     return feedback(name, None)
 
@@ -121,34 +135,40 @@ def eviction_order(released: list[int], hit_again: list[int], num_needed: int) -
 _EVICT_CASES = [([4, 7, 1, 3], [], 2), ([4, 7, 1, 3], [4], 2), ([0, 5, 2, 6, 3], [5, 6], 3), ([9, 8], [8], 1)]
 
 
-@never_raises("eviction order")
+@never_raises(_("eviction order"))
 def check_eviction_order(fn: Callable) -> bool:
     """``fn(released, hit_again, num_needed)``: return the list of blocks evicted, in eviction order."""
-    name = "eviction order"
+    name = _("eviction order")
     for released, hit_again, n in _EVICT_CASES:
         answer, problem = call_learner(fn, list(released), list(hit_again), n)
         if problem is not None:
             return feedback(name, problem)
         value = as_int_list(answer)
         if value is None:
-            return feedback(name, f"return a list of block ids, got {type(answer).__name__}.")
+            return feedback(name, _("return a list of block ids, got {type}.").format(type=type(answer).__name__))
         expected = eviction_order(released, hit_again, n)
         if value == expected:
             continue
-        where = f"for released={released}, hit_again={hit_again}, num_needed={n} you returned {value}"
+        where = _("for released={released}, hit_again={hit}, num_needed={n} you returned {value}").format(
+            released=released, hit=hit_again, n=n, value=value
+        )
         evictable = [b for b in released if b not in hit_again]
         if value == evictable[::-1][:n]:
             return feedback(
                 name,
-                f"{where}: that evicts the most recently released blocks first; LRU evicts the least recently "
-                "released (the oldest) first: they are the least likely to be hit again.",
+                _(
+                    "{where}: that evicts the most recently released blocks first; LRU evicts the least "
+                    "recently released (the oldest) first: they are the least likely to be hit again."
+                ).format(where=where),
             )
         if value == released[:n] or value == released[::-1][:n]:
             return feedback(
                 name,
-                f"{where}: a block a prefix hit took back is in use again (refcount >= 1): it cannot be evicted.",
+                _(
+                    "{where}: a block a prefix hit took back is in use again (refcount >= 1): it cannot be evicted."
+                ).format(where=where),
             )
-        return feedback(name, f"{where}, expected {expected}.")
+        return feedback(name, _("{where}, expected {expected}.").format(where=where, expected=expected))
     return feedback(name, None)
 
 
@@ -180,37 +200,45 @@ _BUDGET_CASES = [
 ]
 
 
-@never_raises("sequences that fit")
+@never_raises(_("sequences that fit"))
 def check_max_concurrent_seqs(fn: Callable) -> bool:
     """``fn(memory_bytes, weight_bytes, num_layers, num_heads, num_kv_heads, head_dim, bytes_per_element,
     tokens_per_seq)``: return how many sequences of ``tokens_per_seq`` tokens fit (an int)."""
-    name = "sequences that fit"
+    name = _("sequences that fit")
     for case in _BUDGET_CASES:
         answer, problem = call_learner(fn, *case)
         if problem is not None:
             return feedback(name, problem)
         value = as_int(answer)
         if value is None:
-            return feedback(name, f"return a number of sequences (an int), got {type(answer).__name__}.")
+            return feedback(
+                name, _("return a number of sequences (an int), got {type}.").format(type=type(answer).__name__)
+            )
         expected = max_concurrent_seqs(*case)
         if value == expected:
             continue
         memory, weights, layers, heads, kv_heads, dim, size, tokens = case
-        where = f"for the case {case} you returned {value}"
+        where = _("for the case {case} you returned {value}").format(case=case, value=value)
         per_seq = 2 * layers * kv_heads * dim * size * tokens
         mistakes = [
-            ((memory - weights) // (per_seq // 2), "the cache holds keys AND values: multiply by 2."),
+            ((memory - weights) // (per_seq // 2), _("the cache holds keys AND values: multiply by 2.")),
             (
                 (memory - weights) // (per_seq // kv_heads * heads),
-                "only the KV heads are cached (grouped-query attention shares them): use num_kv_heads, not num_heads.",
+                _(
+                    "only the KV heads are cached (grouped-query attention shares them): use num_kv_heads, not "
+                    "num_heads."
+                ),
             ),
-            (memory // per_seq, "the weights take their share of memory first: subtract weight_bytes."),
-            (-(-(memory - weights) // per_seq), "a partly fitting sequence does not fit: round down (//)."),
+            (memory // per_seq, _("the weights take their share of memory first: subtract weight_bytes.")),
+            (-(-(memory - weights) // per_seq), _("a partly fitting sequence does not fit: round down (//).")),
         ]
         for candidate, diagnosis in mistakes:
             if value == candidate:
-                return feedback(name, f"{where}: {diagnosis}")
+                return feedback(name, _("{where}: {problem}").format(where=where, problem=diagnosis))
         return feedback(
-            name, f"{where}, expected {expected}: (memory - weights) // (2·layers·kv_heads·head_dim·bytes·tokens)."
+            name,
+            _("{where}, expected {expected}: (memory - weights) // (2·layers·kv_heads·head_dim·bytes·tokens).").format(
+                where=where, expected=expected
+            ),
         )
     return feedback(name, None)
