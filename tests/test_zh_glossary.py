@@ -28,7 +28,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TRANSLATIONS = sorted((REPO / "notebooks" / "zh" / "translations").glob("*.json"))
-CATALOGS = sorted((REPO / "attn_core" / "i18n").glob("zh_*.py"))
+CATALOGS = sorted((REPO / "attn_core" / "i18n").glob("zh_*.py")) + sorted(
+    (REPO / "attn_core" / "locale").glob("*/LC_MESSAGES/*.po")  # the gettext catalog (its msgstr)
+)
 README_ZH = REPO / "README.zh-CN.md"
 CJK_CHAR = r"[\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]"  # ideographs, CJK and full-width punctuation
 
@@ -170,7 +172,13 @@ def translation_texts(path: Path) -> list[tuple[str, str]]:
 
 
 def catalog_texts(path: Path) -> list[tuple[str, str]]:
-    """``(where, text)`` of every string constant with Chinese in a catalog module (its templates)."""
+    """``(where, text)`` of every string constant with Chinese in a catalog module (its templates), or of every
+    translation in a gettext ``.po``."""
+    if path.suffix == ".po":
+        from babel.messages.pofile import read_po
+
+        with open(path, "rb") as file:
+            return [(f"msgid {message.id[:40]!r}", message.string) for message in read_po(file) if message.id]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return [
         (f"line {node.lineno}", node.value)

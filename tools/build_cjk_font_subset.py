@@ -48,9 +48,11 @@ MAX_BYTES = 2_000_000  # the package ships this file: GB2312 level 1 + the editi
 
 
 def text_sources(root: Path = ROOT) -> list[Path]:
-    """Every file whose Chinese text a learner can see drawn: the translations and the catalogs."""
-    return sorted((root / "notebooks" / "zh" / "translations").glob("*.json")) + sorted(
-        (root / "attn_core" / "i18n").glob("zh_*.py")
+    """Every file whose Chinese text a learner can see drawn: the translations and the catalogs (gettext and regex)."""
+    return (
+        sorted((root / "notebooks" / "zh" / "translations").glob("*.json"))
+        + sorted((root / "attn_core" / "i18n").glob("zh_*.py"))
+        + sorted((root / "attn_core" / "locale").glob("*/LC_MESSAGES/*.po"))
     )
 
 
