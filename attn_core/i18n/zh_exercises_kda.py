@@ -214,6 +214,7 @@ CATALOG = [
             "Decay per token before and after training": "训练前后每个词元的衰减",
             "delta (g = 0)": "delta 规则（g = 0）",
             "kda": "KDA",
+            "DeltaNet (g = 0)": "DeltaNet（g = 0）",
         }
     ),
     (

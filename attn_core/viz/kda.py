@@ -37,6 +37,7 @@ FORGET_DEFAULTS = dict(
     length=32, head_k_dim=16, rate=0.1, spread=2.0, seed=0, **{k: DEFAULTS[k] for k in Explorer.DISPLAY}
 )
 DPI = 110
+MIXER_LABELS = {"gated delta": "Gated DeltaNet", "kda": "KDA", "delta (g = 0)": "DeltaNet (g = 0)"}  # JSON keys → names
 
 
 def _forget_params(overrides: dict) -> dict:
@@ -195,7 +196,7 @@ def plot_learned_decay(runs: list[dict]) -> Figure:
             jitter = np.linspace(-0.08, 0.08, g.size) if g.size > 1 else np.zeros(1)
             label = localize("at initialisation" if key == "init_decay" else "after training") if not index else None
             ax.scatter(index + offset + jitter, np.exp(g), s=9, color=colour, alpha=0.8, label=label)
-        ticks.append(localize(run["mixer"]))
+        ticks.append(localize(MIXER_LABELS.get(run["mixer"], run["mixer"])))
     ax.set_xticks(range(len(runs)), ticks, fontsize=9)
     ax.set_ylabel(localize("kept per token, exp(g)"), fontsize=9)
     ax.set_ylim(0, 1.02)
