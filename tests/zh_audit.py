@@ -1,8 +1,9 @@
 """The Chinese edition's audit of exercise verdicts, as pytest hooks (imported by tests/conftest.py).
 
 Every verdict ``attn_core.exercises.feedback`` prints during the test session (the graders' test tables
-exercise every diagnosis) is looked up in attn_core's Chinese catalogs (``attn_core/i18n/zh_*.py``). At the
-end of the session the names and messages without a complete translation are written to
+exercise every diagnosis) is looked up in attn_core's Chinese catalogs (``attn_core/locale``'s gettext catalog,
+and the older ``attn_core/i18n/zh_*.py``). At the end of the session the names and messages without a complete
+translation are written to
 ``build/zh_untranslated.txt`` (one per line, with how often each was printed), and summarised in the terminal.
 While any is left the session reports one failed test, ``tests/zh_audit.py::untranslated_verdicts`` (counted
 in "N failed", listed in the short summary and in junit XML, exit status 1), unless ``ATTN_ZH_STRICT=0`` (for
@@ -70,7 +71,9 @@ def _report_failure(session: pytest.Session, missing: dict[str, int]) -> None:
     listed = "\n".join(f"  {message!r}" for message in sorted(missing)[:50])
     longrepr = (
         f"{len(missing)} verdict message(s) printed in this session have no Chinese translation "
-        f"(all of them: {REPORT}). Add an entry to attn_core/i18n/zh_exercises_<topic>.py for each:\n{listed}"
+        f"(all of them: {REPORT}). Write each with _() and translate it in attn_core/locale/zh_CN/LC_MESSAGES/"
+        f"attn_core.po (CONTRIBUTING.md), or for a grader still on the old format in attn_core/i18n/zh_*.py:\n"
+        f"{listed}"
     )
     report = pytest.TestReport(
         nodeid=AUDIT_NODEID,
@@ -92,7 +95,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.section("Chinese edition: untranslated verdicts")
     terminalreporter.write_line(
         f"{len(missing)} verdict message(s) printed in this session have no Chinese translation "
-        f"(list: {REPORT}; catalogs: attn_core/i18n/zh_exercises_<topic>.py)."
+        f"(list: {REPORT}; catalog: attn_core/locale/zh_CN/LC_MESSAGES/attn_core.po)."
     )
     if STRICT:
         for message in sorted(missing)[:50]:
