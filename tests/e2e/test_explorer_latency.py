@@ -1,8 +1,9 @@
 """Browser latency of the explorers that test_lab_widgets.py does not open (issue #33's explorer speed).
 
-One scratch notebook creates 06b's band explorer, 08's tile explorer, 09b's mask explorer, 12b's schedule explorer,
-12d's chunk explorer and 11's sampling explorer (on random logits: its cost is the vocabulary's size, not the model)
-directly, and 12c's sink explorer, 13's streaming-mask explorer and 13b's memory-budget explorer from their
+One scratch notebook creates 06b's band explorer, 08's tile explorer, 09b's mask explorer, 11's sampling explorer
+(on random logits: its cost is the vocabulary's size, not the model), 11c's chunked-mask explorer, 12b's schedule
+explorer, 12d's chunk explorer, 12e's forgetting, 12f's duality and 12g's block explorers directly, and 12c's
+sink explorer, 13's streaming-mask explorer and 13b's memory-budget explorer from their
 notebooks' own cells (they are defined there), without running the rest of those notebooks. The test moves one
 slider or dropdown on each, waits (bounded) for the redrawn image to settle and records the latency from the input
 event to the settled image in the session's latency report (``ATTN_E2E_REPORT``).
@@ -54,6 +55,10 @@ EXPLORERS = [
         "sampling.sampling_explorer(torch.randn(32_000, generator=g) * 3)",
         ("slider", "top-k (0: off)", None),
     ),
+    ("chunked-masks", "chunked.chunked_explorer()", ("slider", "query", None)),
+    ("forgetting", "kda.forgetting_explorer()", ("slider", "sequence length", None)),
+    ("duality", "ssd.duality_explorer()", ("slider", "query position", None)),
+    ("blocks", "lightning.block_explorer()", ("slider", "query position", None)),
     ("sinks", notebook_cell("12c_attention_sinks_and_gates.ipynb", "sink_explorer"), ("slider", "sink logit", None)),
     ("streaming", notebook_cell("13_serving_caches.ipynb", "streaming_explorer"), ("slider", "window", None)),
     ("memory_budget", notebook_cell("13b_serving_engine.ipynb", "memory_explorer"), ("slider", "tokens", None)),
@@ -65,7 +70,8 @@ SETUP = (
     "from matplotlib.figure import Figure\n"
     "import attn_core as ac\n"
     "from attn_core.i18n import localize\n"
-    "from attn_core.viz import kernel_schedule, linear_attention, rope_scaling, sampling, sparse, tiles, widgets\n"
+    "from attn_core.viz import chunked, kda, kernel_schedule, lightning, linear_attention, rope_scaling, sampling\n"
+    "from attn_core.viz import sparse, ssd, tiles, widgets\n"
     "F64 = torch.float64  # what 12c's cell uses from the notebook's setup\n"
     "g = torch.Generator().manual_seed(0)"
 )
