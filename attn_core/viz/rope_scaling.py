@@ -191,8 +191,9 @@ def _legend(ax, text, entries, x, y, font, role, *, centred):
         positions = [(x + 0.4 * em, y + box_h - 0.25 * em - (i + 0.5) * row) for i in range(len(entries))]
     for (kind, colour, label), (hx, hy) in zip(entries, positions, strict=True):
         if kind == "patch":
+            # zorder 2.6: over a framed legend's white box (drawn at 2.5)
             ax.add_patch(Rectangle((hx, hy - 0.35 * em), handle, 0.7 * em, color=colour, transform=trans,
-                                   clip_on=False, zorder=2.6))  # fmt: skip: over a framed legend's white box
+                                   clip_on=False, zorder=2.6))  # fmt: skip
         else:
             marker = dict(marker="o", ms=3, markevery=[1]) if kind == "marker" else {}  # one dot mid-handle
             ax.add_line(Line2D([hx, hx + handle / 2, hx + handle], [hy] * 3, color=colour, lw=1.2, transform=trans,
