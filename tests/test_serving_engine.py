@@ -1,4 +1,5 @@
-"""ServingEngine on the real Gemma 3 in float64: ``run()[rid] == lm.generate(prompt, n)`` token for token whatever
+"""ServingEngine on Gemma 3 in float64 (a tiny random one by default, the real 270M under ``-m slow``:
+tests/serving_models.py): ``run()[rid] == lm.generate(prompt, n)`` token for token whatever
 the arrivals, block size, token budget (chunked prefill), prefix hits and preemptions; the step rules and the
 statistics' identities; every error path (nothing added)."""
 
@@ -7,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from serving_models import MODELS, serving_lm
 
-import attn_core as ac
 from attn_core.serving import ServingEngine
 
 SYSTEM = [2, 818, 5279, 529, 506, 2195, 236764, 1217, 2173, 236787, 506, 3710, 563]  # 13 shared leading tokens
@@ -24,10 +25,9 @@ REQUESTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def lm64():
-    torch.set_num_threads(1)
-    return ac.load_gemma3(dtype=torch.float64)
+@pytest.fixture(scope="module", params=MODELS)
+def lm64(request):
+    return serving_lm(request.param)
 
 
 @pytest.fixture(scope="module")
