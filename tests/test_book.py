@@ -1,9 +1,15 @@
-"""The book (book/build.py) opens offline: every page of both languages in headless Chromium, every request
-that leaves the local server aborted.
+"""The book (book/build.py) opens offline: pages of both languages in headless Chromium, every request that leaves
+the local server aborted.
 
-Per page: 0 failed requests, MathJax typesets (no raw ``$$`` or ``\\frac`` left on screen), no solution visible
-on load, every explorer cell shows its stored fallback figure. Across pages: the language switch lands on the
-twin, and the search finds "YaRN" (English) and "注意力汇聚点" (Chinese).
+Every page, read as HTML (no browser: a second each): every script, style sheet, image and link it loads is a file
+of the site (nothing from the network, nothing missing), a page with formulas loads the bundled MathJax, every
+solution's code sits in a closed "Show solution" fold, every explorer cell carries its fallback image.
+
+In Chromium, per page: 0 failed requests, MathJax typesets (no raw ``$$`` or ``\\frac`` left on screen), no
+solution visible on load, every explorer cell shows its stored fallback figure. ``pytest`` opens SAMPLE (the
+landing pages and a formula-, explorer- and solution-heavy page per language); every page is opened under the
+``slow`` marker (the scheduled run: ``pytest -m slow tests/test_book.py``). Across pages: the language switch lands
+on the twin, and the search finds "YaRN" (English) and "注意力汇聚点" (Chinese).
 
 The site is built once per session by ``python book/build.py`` unless book/_build/html is newer than every
 notebook and every file of book/ (about two minutes on two cores). Browser policy as in tests/e2e/conftest.py:
@@ -38,9 +44,12 @@ def page_of(notebook: Path, prefix: str) -> str:
     return f"{prefix}{stem}.html"
 
 
-def explorer_cells(notebook: Path) -> int:
+def explorer_cells(notebook: Path) -> list[bool]:
+    """One entry per cell with a widget, in order: True where its stored fallback is a figure (an explorer), False
+    where it is a line of text (a widget that draws nothing, such as 18's timer)."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    return sum(any(WIDGET in out.get("data", {}) for out in cell.get("outputs", [])) for cell in cells)
+    outputs = [[out.get("data", {}) for out in cell.get("outputs", [])] for cell in cells]
+    return [any("image/png" in data for data in outs) for outs in outputs if any(WIDGET in data for data in outs)]
 
 
 def has_math(notebook: Path) -> bool:
@@ -49,6 +58,18 @@ def has_math(notebook: Path) -> bool:
 
 
 PAGES = [(prefix, nb) for prefix, folder in NOTEBOOKS.items() for nb in series(folder)]
+# opened in the browser by every `pytest`: the landing pages, and per language a page with formulas, an explorer and
+# hidden solutions (the rest: the static checks below, and the browser under `-m slow`)
+SAMPLE = {
+    ("", "00_start_here"),
+    ("zh/", "00_start_here"),
+    ("", "06b_long_context_rope_scaling"),
+    ("zh/", "12d_linear_attention_gated_deltanet"),
+}
+BROWSER_PAGES = [
+    pytest.param(prefix, nb, id=page_of(nb, prefix), marks=() if (prefix, nb.stem) in SAMPLE else pytest.mark.slow)
+    for prefix, nb in PAGES
+]
 
 
 def _stale() -> bool:
@@ -114,7 +135,48 @@ def open_page(new_page, url: str):
     return page
 
 
+def test_the_sample_is_in_the_series():
+    assert {(prefix, nb.stem) for prefix, nb in PAGES} >= SAMPLE
+
+
 @pytest.mark.parametrize(("prefix", "notebook"), PAGES, ids=[page_of(nb, p) for p, nb in PAGES])
+def test_page_html_is_offline_with_folded_solutions_and_explorer_figures(site, prefix, notebook):
+    from urllib.parse import urlsplit
+
+    from bs4 import BeautifulSoup
+
+    page = HTML / page_of(notebook, prefix)
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    loaded = [tag.get("src") for tag in soup.find_all(["script", "img"])] + [
+        tag.get("href") for tag in soup.find_all("link") if "stylesheet" in (tag.get("rel") or []) or tag.get("as")
+    ]
+    for url in filter(None, loaded):
+        if url.startswith("data:"):
+            continue
+        parts = urlsplit(url)
+        assert not parts.scheme and not parts.netloc, f"{page.name} loads {url} from the network"
+        assert (page.parent / parts.path).resolve().is_file(), f"{page.name} loads {url}: no such file in the site"
+    for anchor in soup.find_all("a", href=True):  # links inside the site lead to pages that exist
+        parts = urlsplit(anchor["href"])
+        if not parts.scheme and parts.path:
+            assert (page.parent / parts.path).resolve().exists(), f"{page.name} links to {anchor['href']}"
+    if has_math(notebook):
+        assert any("mathjax" in (tag.get("src") or "") for tag in soup.find_all("script")), "no bundled MathJax"
+    for i, cell in enumerate(soup.select(".cell.tag_solution")):
+        fold = cell.select_one("details.hide")
+        assert fold is not None and fold.get("open") is None, f"solution {i} not in a closed fold"
+        assert cell.select_one(".cell_input").find_parent("details") is fold, f"solution {i}'s code outside its fold"
+    explorers = soup.select(".cell.tag_explorer")
+    expected = explorer_cells(notebook)
+    assert len(explorers) == len(expected)
+    for i, (cell, figure) in enumerate(zip(explorers, expected, strict=True)):
+        if figure:
+            assert cell.select(".cell_output img"), f"explorer {i} has no fallback image"
+        else:
+            assert cell.select_one(".cell_output").get_text(strip=True), f"widget {i} has no fallback text"
+
+
+@pytest.mark.parametrize(("prefix", "notebook"), BROWSER_PAGES)
 def test_page_loads_offline_typeset_without_solutions_with_explorer_figures(page_factory, site, prefix, notebook):
     page = open_page(page_factory, site + page_of(notebook, prefix))
     try:
@@ -130,8 +192,12 @@ def test_page_loads_offline_typeset_without_solutions_with_explorer_figures(page
         for hidden in page.locator("details.hide").all():
             assert hidden.get_attribute("open") is None
         explorers = page.locator(".cell.tag_explorer")
-        assert explorers.count() == explorer_cells(notebook)
+        expected = explorer_cells(notebook)
+        assert explorers.count() == len(expected)
         for i in range(explorers.count()):
+            if not expected[i]:  # a widget that draws nothing: its fallback is a line of text
+                assert explorers.nth(i).locator(".cell_output").inner_text().strip()
+                continue
             figure = explorers.nth(i).locator(".cell_output img")
             assert figure.count() >= 1, f"explorer {i} shows no fallback figure"
             assert figure.first.is_visible()
