@@ -85,7 +85,7 @@ TOPIC_OF_NOTEBOOK = {
     "10": "real-models", "11": "real-models", "11b": "real-models", "11c": "real-models", "12": "flash",
     "12b": "flash", "12c": "sinks-gates", "12d": "linear", "12e": "linear", "12f": "linear", "12g": "linear",
     "13": "serving", "13b": "serving", "14": "bugs", "15": "real-models",
-    "16": "hand-write",
+    "16": "hand-write", "18": "hand-write",
 }  # fmt: skip
 # ★ for a folded question: the editor's estimate per topic (how often 2025–26 public question lists ask the topic).
 STARS_OF_TOPIC = {
