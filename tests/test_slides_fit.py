@@ -66,8 +66,8 @@ ALLOWED_TO_SCROLL: dict[str, dict[str, str]] = {
 # A code cell longer than this shown on a slide is a wall of code: make it `skip`, or tag it slides-output-only
 # (the slide then shows its output under its leading one-line comment).
 LONG_CODE_LINES = 15
-# The decks whose every slides-output-only cell starts with that one-line summary (the others show the output alone).
-SUMMARISED = ["12c_attention_sinks_and_gates", "12d_linear_attention_gated_deltanet"]
+# Every curated deck's slides-output-only cells start with that one-line summary.
+SUMMARISED = LECTURES
 
 # One pass over every slide; returns a list of {index, title, width, height, scroll_height, cut: [...]}.
 MEASURE_JS = """([width, height]) => {
