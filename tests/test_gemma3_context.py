@@ -88,6 +88,7 @@ def query_lengths(lm):
     return lengths, handles
 
 
+@pytest.mark.slow  # two float64 passes of the real model over a 1k-token prompt: the scheduled run
 def test_chunked_prefill_equals_one_pass(lm64, long_ids, unchunked):
     """Chunks of 128 (a divisor of the 512 window): the local layers' rings wrap inside the prompt; every layer,
     local or global, sees what the full causal/window mask shows, and no layer scores more than 128 queries."""
@@ -103,6 +104,7 @@ def test_chunked_prefill_equals_one_pass(lm64, long_ids, unchunked):
     assert (chunked - unchunked).abs().max() <= 2 * LOGIT_TOL64 * unchunked.abs().max()
 
 
+@pytest.mark.slow  # two float64 passes of the real model over a 1k-token prompt: the scheduled run
 def test_chunked_prefill_through_given_caches(lm64, long_ids, unchunked):
     """Chunks of 200 (they straddle the window's 512 boundary) through caches the caller holds: the last logits
     equal the one pass, and the caches hold the prompt afterwards, ready to decode."""

@@ -114,4 +114,4 @@ def test_later_explorers_redraw_in_the_browser(page, lab, latency_log, screensho
                                     **timings})  # fmt: skip
 
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a measurement (README's table): the scheduled run
