@@ -139,6 +139,7 @@ def test_a_rebuild_that_still_fails_raises(synthetic, monkeypatch):
         ac.load_gemma3()
 
 
+@pytest.mark.slow  # one real conversion (~30 s): the scheduled run; the synthetic cases above run every push
 def test_garbage_in_the_real_weights_is_rebuilt(tmp_path, monkeypatch):
     """The reviewer's case: 1 MiB of garbage in the middle of the real model.safetensors (same size) loaded
     silently with NaN logits. Now it is caught and the cache rebuilt (one real conversion), without pickle."""
