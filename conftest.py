@@ -54,3 +54,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         plugin = session.config.pluginmanager.get_plugin("hypothesispytest")
         if plugin is not None:
             session.config.pluginmanager.unregister(plugin)
+
+
+# The longest files first (largest-first scheduling): with `--dist loadfile` a worker takes whole files in collection
+# order, so files that take a minute or more, several of them waiting on a server (JupyterLab, the hub, Chromium),
+# used to land last on both workers and leave one idle while the other finished (measured: README, Performance).
+LONGEST_FIRST = (
+    "tests/e2e/test_lab_widgets.py",
+    "tests/test_gemma3.py",
+    "tests/test_book.py",
+    "tests/test_classroom_hub.py",
+    "tests/test_slides_fit.py",
+    "tests/test_classroom_mock_class.py",
+    "tests/test_gemma3_context.py",
+    "tests/e2e/",
+)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the order inside each file, and of all other files, is unchanged
